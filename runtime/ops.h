@@ -1,0 +1,154 @@
+// runtime/ops.h: the models' only vocabulary. Free functions named by what they compute.
+// Each dispatches on device and dtype; today the only backend is runtime/cpu/ (oneDNN for
+// GEMM and convolution, hand-written AVX-512/OpenMP kernels for the rest).
+//
+// Conventions:
+// - Activations are f32 unless stated. Outputs are new tensors from the current Arena (if
+//   any), contiguous. Inputs may be strided only where stated.
+// - Shapes are checked with PRISM_CHECK: a wrong shape here is a bug in a model, not a user
+//   error. Load-time work that can fail on user data (packing weights) returns Result.
+// - Ops never allocate in a loop, never start threads of their own (OpenMP only) and keep
+//   no state except caches of oneDNN primitives keyed by shape.
+#pragma once
+
+#include <memory>
+
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace prism::ops {
+
+// ---------------------------------------------------------------------------------------
+// Linear layers (oneDNN matmul). Weights are packed once, at load, into the layout the
+// backend's GEMM wants; `linear` then runs with a cached primitive per (rows, precision).
+
+enum class Precision : uint8_t {
+  f32,   // f32 weights and activations
+  bf16,  // bf16 weights; activations converted to bf16; f32 accumulate and output
+  int8,  // s8 weights with per-output-channel scales; activations quantised per token
+         // (row) with a dynamic symmetric scale; s32 accumulate; f32 output
+};
+std::string_view precision_name(Precision p);
+Result<Precision> parse_precision(std::string_view name);  // "f32" | "bf16" | "int8"
+
+enum class Activation : uint8_t { none, gelu_erf, gelu_tanh, silu, relu };
+
+class PackedLinear;  // backend-specific; defined in runtime/cpu/
+
+struct LinearWeight {
+  std::shared_ptr<const PackedLinear> packed;
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+  Precision precision = Precision::f32;
+  bool has_bias = false;
+  bool defined() const { return packed != nullptr; }
+};
+
+// weight: [out, in] f32, bf16 or f16 (the checkpoint's nn.Linear layout); bias: [out] or an
+// undefined Tensor. The source tensors are not referenced after packing.
+Result<LinearWeight> pack_linear(const Tensor& weight, const Tensor& bias, Precision precision);
+
+// x: [..., in] f32, rows contiguous. Returns act(x @ W^T + b): [..., out] f32.
+Tensor linear(const Tensor& x, const LinearWeight& w, Activation act = Activation::none);
+
+// ---------------------------------------------------------------------------------------
+// Batched matmul (oneDNN). a: [..., M, K]; b: [..., K, N], or [..., N, K] with
+// transpose_b. Leading (batch) dims broadcast numpy-style. f32 in, f32 out; any strides
+// whose last dim is contiguous.
+struct MatmulOptions {
+  bool transpose_b = false;
+  float alpha = 1.0f;  // out = alpha * a @ b
+};
+Tensor matmul(const Tensor& a, const Tensor& b, const MatmulOptions& options = {});
+
+// ---------------------------------------------------------------------------------------
+// Normalisation and activations, over the last dim; x: [..., H] f32 with contiguous rows.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);  // weight, bias: [H] (bias may be undefined)
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);                        // weight: [H]
+Tensor softmax(const Tensor& x);
+enum class GeluForm : uint8_t { erf, tanh };
+Tensor gelu(const Tensor& x, GeluForm form = GeluForm::erf);
+Tensor silu(const Tensor& x);
+Tensor swiglu(const Tensor& gate, const Tensor& up);  // silu(gate) * up, same shapes
+
+// Elementwise with numpy broadcasting; f32.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+void add_(Tensor& a, const Tensor& b);  // in place: a += b (b broadcasts to a); the residual add
+
+// table: [vocab, H] f32, bf16 or f16; ids: [...] i32 or i64, each in [0, vocab).
+// Returns [..., H] f32.
+Tensor embedding(const Tensor& table, const Tensor& ids);
+
+// ---------------------------------------------------------------------------------------
+// Rotary position embeddings.
+enum class RopeStyle : uint8_t {
+  half,         // Llama / NeoX: rotate the first and second halves of the rotary dims
+  interleaved,  // GPT-J: rotate (even, odd) pairs
+};
+struct RopeTable {
+  Tensor cos, sin;  // [max_positions, rotary_dim / 2] f32
+  int rotary_dim = 0;
+};
+// inv_freq[i] = theta^(-2i / rotary_dim), i < rotary_dim / 2 (model-specific scaling, e.g.
+// Llama 3's, edits this tensor before make_rope_table).
+Tensor rope_inv_freq(int rotary_dim, double theta);
+RopeTable make_rope_table(const Tensor& inv_freq, int64_t max_positions);
+// x: [T, num_heads, head_dim] f32, last dim contiguous (a strided view of a fused QKV is
+// fine); positions: [T] i32. Rotates the first rotary_dim of each head in place.
+void apply_rope(Tensor& x, const Tensor& positions, const RopeTable& table, RopeStyle style);
+
+// ---------------------------------------------------------------------------------------
+// Attention: tiled, online-softmax (flash-style) kernels for prefill and decode.
+// NOTE: sequences are flat: every tensor's first dim is tokens of all sequences back to
+// back, delimited by cu_seqlens ([num_seqs + 1] i32, starting at 0). Query token i of a
+// sequence with q_len queries and k_len keys sits at position k_len - q_len + i, so causal
+// masking is right for prefill, chunked prefill and decode alike.
+// Grouped-query heads: num_q_heads is a multiple of num_kv_heads. Head dims 64, 80, 96, 128.
+struct AttentionParams {
+  float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+  bool causal = true;
+};
+
+// q: [Tq, Hq, D]; k, v: [Tk, Hkv, D]; f32, last dim contiguous. cu_seqlens_q/_k delimit the
+// sequences. kv_lens ([num_seqs] i32, or undefined) is the padding mask: only the first
+// kv_lens[s] keys of sequence s are attended (the rest of its slot is padding).
+// Returns [Tq, Hq, D] f32.
+struct AttentionSeqs {
+  Tensor cu_seqlens_q;
+  Tensor cu_seqlens_k;
+  Tensor kv_lens;  // optional
+};
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSeqs& seqs,
+                 const AttentionParams& params = {});
+
+// A paged KV cache as the kernels see it (the KV manager in engines/ owns the blocks).
+struct PagedKv {
+  Tensor k_cache, v_cache;  // [num_blocks, block_size, Hkv, D] f32 or bf16
+  Tensor block_tables;      // [num_seqs, max_blocks_per_seq] i32
+  Tensor context_lens;      // [num_seqs] i32: tokens in the cache, this step's included
+};
+// Writes this step's k, v ([T, Hkv, D] f32) into the cache at slot_mapping ([T] i32:
+// block * block_size + offset; a negative slot skips the token).
+void store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv);
+// q: [Tq, Hq, D]; cu_seqlens_q: [num_seqs + 1] i32. Keys and values of sequence s are the
+// first context_lens[s] slots of its block table. Returns [Tq, Hq, D] f32.
+Tensor paged_attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKv& kv,
+                       const AttentionParams& params = {});
+
+// ---------------------------------------------------------------------------------------
+// Convolutions (oneDNN), f32. Weights in PyTorch layout; bias [out_channels] or undefined.
+struct Conv1dParams {
+  int stride = 1, padding = 0, dilation = 1, groups = 1;
+};
+// x: [N, C_in, L]; weight: [C_out, C_in / groups, K]. Returns [N, C_out, L_out].
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv1dParams& p = {});
+
+struct Conv2dParams {
+  int stride_h = 1, stride_w = 1, padding_h = 0, padding_w = 0;
+  int dilation_h = 1, dilation_w = 1, groups = 1;
+};
+// x: [N, C_in, H, W]; weight: [C_out, C_in / groups, KH, KW]. Returns [N, C_out, H_out, W_out].
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p = {});
+
+}  // namespace prism::ops

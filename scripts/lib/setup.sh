@@ -1,0 +1,36 @@
+# Shared by scripts/run and scripts/test: install missing Debian packages (silent when none
+# is missing), then configure and build. Sourced, not executed.
+set -euo pipefail
+
+PRISM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+# Every Debian package Prism builds, runs or tests with.
+PRISM_PACKAGES=(
+  cmake ninja-build ccache g++ pkg-config
+  libdnnl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-torch python3-numpy
+)
+
+prism_install_packages() {
+  local missing=()
+  for pkg in "${PRISM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "prism: installing missing packages: ${missing[*]}" >&2
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# prism_build <build-dir> [extra cmake args...]
+prism_build() {
+  local dir="$1"
+  shift
+  export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/prism-ccache}"
+  cmake -S "$PRISM_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+  # Two cores and big translation units: more jobs than cores only thrashes.
+  cmake --build "$dir" -j "$(nproc)"
+}
