@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
+#include "base/status.h"
 #include "runtime/tensor.h"
 
 namespace prism::formats {
@@ -22,7 +22,8 @@ class SafetensorsFile {
   // Names in file order of their offsets.
   const std::vector<std::string>& names() const;
   bool contains(const std::string& name) const;
-  // Zero-copy view in the stored dtype; keeps the mapping alive.
+  // Zero-copy view in the stored dtype; keeps the mapping alive. The mapping is read-only:
+  // never write through it. Bytes misaligned for their element size come back as a copy.
   Result<Tensor> get(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const;
   const std::string& path() const;
@@ -39,7 +40,8 @@ class SafetensorsFile {
 // model.safetensors.index.json ("weight_map": {tensor: file}). What models load from.
 class WeightSource {
  public:
-  // dir holds model.safetensors or model.safetensors.index.json; or a path to one file.
+  // dir holds model.safetensors (preferred when both exist, as in transformers) or
+  // model.safetensors.index.json; or the path of a .safetensors file or an index .json.
   static Result<WeightSource> open(const std::string& dir_or_file);
 
   bool contains(const std::string& name) const;
@@ -54,7 +56,9 @@ class WeightSource {
   std::map<std::string, std::shared_ptr<const SafetensorsFile>> by_name_;  // tensor -> file
 };
 
-// Writes tensors (any strides; written contiguous) with optional __metadata__.
+// Writes tensors (any strides; written contiguous) in the given order with optional
+// __metadata__; the header is padded with spaces to a multiple of 8 bytes. No padding goes
+// between tensors, so order by element size (largest first) to keep reads zero-copy.
 Status write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace prism {
 namespace {

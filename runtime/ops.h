@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "runtime/status.h"
+#include "base/status.h"
 #include "runtime/tensor.h"
 
 namespace prism::ops {

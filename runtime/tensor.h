@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-#include "runtime/check.h"
+#include "base/check.h"
 #include "runtime/dtype.h"
 
 namespace prism {

@@ -8,8 +8,9 @@ PRISM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PRISM_PACKAGES=(
   cmake ninja-build ccache g++ pkg-config
   libdnnl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libutf8proc-dev libpcre2-dev libsentencepiece-dev libboost-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-torch python3-numpy
+  python3 python3-torch python3-numpy python3-jinja2
 )
 
 prism_install_packages() {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace prism::test {
 

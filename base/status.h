@@ -1,3 +1,4 @@
+// base/: what every layer shares, api/ included (which must not link runtime/).
 // Status and Result<T>: how environment-dependent work (load, parse, validate, I/O) reports
 // failure. Prism code does not throw; hot paths use PRISM_CHECK instead (see STYLE.md).
 #pragma once

@@ -1,7 +1,7 @@
 // Status names and the PRISM_CHECK failure path.
-#include "runtime/status.h"
+#include "base/status.h"
 
-#include "runtime/check.h"
+#include "base/check.h"
 
 namespace prism {
 

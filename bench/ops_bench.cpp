@@ -1,0 +1,268 @@
+// Microbenchmark of the pointwise, normalisation, embedding, rope and convolution ops at the
+// shapes models run them. Memory-bound ops print GB/s and their fraction of a streaming copy
+// measured in the same run; convolutions print GFLOP/s next to oneDNN's own best case (its
+// blocked layouts, inputs already reordered) and the blocked path with the per-call reorders
+// that ops::conv* would need if it used it. Never a test: figures vary from run to run.
+#include <dnnl.hpp>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "runtime/arena.h"
+#include "runtime/cpu/vec_math.h"
+#include "runtime/ops.h"
+#include "runtime/threads.h"
+
+namespace {
+
+using prism::Arena;
+using prism::ArenaScope;
+using prism::DType;
+using prism::Tensor;
+namespace ops = prism::ops;
+
+// Best-of wall time in seconds: warm up, then repeat for ~0.3 s (at least 3 runs).
+double time_best(const std::function<void()>& fn) {
+  fn();
+  double best = 1e30, total = 0;
+  for (int i = 0; i < 3 || (total < 0.3 && i < 1000); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, s);
+    total += s;
+  }
+  return best;
+}
+
+Tensor random_tensor(const prism::Dims& shape, float lo = -3.0f, float hi = 3.0f) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  float* p = t.data<float>();
+  uint32_t s = 12345;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s = s * 1664525u + 1013904223u;
+    p[i] = lo + (hi - lo) * float(s >> 8) / float(1 << 24);
+  }
+  return t;
+}
+
+// The ceiling: a parallel streaming copy of 256 MB into 256 MB (512 MB touched), counting
+// bytes read plus written, and a parallel read-only sum over 512 MB.
+struct Bandwidth {
+  double copy_gbs = 0, read_gbs = 0;
+};
+
+Bandwidth measure_bandwidth() {
+  const size_t bytes = size_t(256) << 20;
+  auto src = prism::allocate_aligned(bytes), dst = prism::allocate_aligned(bytes);
+  auto big = prism::allocate_aligned(2 * bytes);
+  std::memset(src.get(), 1, bytes);
+  std::memset(dst.get(), 0, bytes);
+  std::memset(big.get(), 1, 2 * bytes);
+  Bandwidth bw;
+  const double tc = time_best([&] {
+    prism::parallel_for(int64_t(bytes >> 20), 1, [&](int64_t b0, int64_t b1) {
+      std::memcpy(static_cast<char*>(dst.get()) + (b0 << 20), static_cast<char*>(src.get()) + (b0 << 20),
+                  size_t(b1 - b0) << 20);
+    });
+  });
+  bw.copy_gbs = 2.0 * bytes / tc / 1e9;
+  const int64_t n = int64_t(2 * bytes / 4);
+  const float* p = static_cast<const float*>(big.get());
+  volatile float sink = 0;
+  const double tr = time_best([&] {
+    float partial[64] = {};
+    // Independent vector accumulators per thread: a scalar sum would time the add latency.
+    prism::parallel_for(n / 64, 1024, [&](int64_t b0, int64_t b1) {
+#ifdef __AVX512F__
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const float* q = p + blk * 64;
+        a0 = _mm512_add_ps(a0, _mm512_load_ps(q));
+        a1 = _mm512_add_ps(a1, _mm512_load_ps(q + 16));
+        a2 = _mm512_add_ps(a2, _mm512_load_ps(q + 32));
+        a3 = _mm512_add_ps(a3, _mm512_load_ps(q + 48));
+      }
+      const float t = prism::cpu::hsum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#else
+      float acc[8] = {};
+      for (int64_t i = b0 * 64; i < b1 * 64; i += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
+      float t = 0;
+      for (float a : acc) t += a;
+#endif
+      partial[omp_get_thread_num() % 64] += t;
+    });
+    float total = 0;
+    for (float v : partial) total += v;
+    sink = total;
+  });
+  (void)sink;
+  bw.read_gbs = 2.0 * bytes / tr / 1e9;
+  return bw;
+}
+
+void row(const char* name, const char* shape, double seconds, double bytes, double ceiling_gbs) {
+  const double gbs = bytes / seconds / 1e9;
+  std::printf("%-20s %-22s %9.3f ms %7.1f GB/s %6.2f\n", name, shape, seconds * 1e3, gbs, gbs / ceiling_gbs);
+}
+
+void bench_memory_bound(double ceiling) {
+  // Each call allocates its output from an arena, as in a forward pass, reset per call (a
+  // fresh heap block per call would time page faults). Inputs live on the heap.
+  Arena arena;
+  auto timed = [&](const std::function<void()>& fn) {
+    return time_best([&] {
+      {
+        ArenaScope scope(&arena);
+        fn();
+      }
+      arena.reset();
+    });
+  };
+  for (auto [rows, h] : {std::pair<int64_t, int64_t>{4096, 768}, {512, 2048}}) {
+    const Tensor x = random_tensor({rows, h}), y = random_tensor({rows, h});
+    const Tensor w = random_tensor({h}), b = random_tensor({h});
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "[%ld, %ld]", long(rows), long(h));
+    const double n = double(rows * h), io2 = 8 * n, io3 = 12 * n;
+    row("layer_norm", shape, timed([&] { ops::layer_norm(x, w, b, 1e-5f); }), io2, ceiling);
+    row("rms_norm", shape, timed([&] { ops::rms_norm(x, w, 1e-5f); }), io2, ceiling);
+    row("softmax", shape, timed([&] { ops::softmax(x); }), io2, ceiling);
+    row("gelu (erf)", shape, timed([&] { ops::gelu(x, ops::GeluForm::erf); }), io2, ceiling);
+    row("gelu (tanh)", shape, timed([&] { ops::gelu(x, ops::GeluForm::tanh); }), io2, ceiling);
+    row("silu", shape, timed([&] { ops::silu(x); }), io2, ceiling);
+    row("add", shape, timed([&] { ops::add(x, y); }), io3, ceiling);
+    row("add (bias row)", shape, timed([&] { ops::add(x, b); }), io2, ceiling);
+    row("mul", shape, timed([&] { ops::mul(x, y); }), io3, ceiling);
+    Tensor acc = random_tensor({rows, h});
+    row("add_ (residual)", shape, timed([&] { ops::add_(acc, y); }), io3, ceiling);
+  }
+  {
+    const Tensor g = random_tensor({512, 8192}), u = random_tensor({512, 8192});
+    row("swiglu", "[512, 8192]", timed([&] { ops::swiglu(g, u); }), 12.0 * 512 * 8192, ceiling);
+  }
+  {
+    Tensor q = random_tensor({512, 32, 64});
+    std::vector<int32_t> pv(512);
+    for (int i = 0; i < 512; ++i) pv[i] = i;
+    const Tensor pos = Tensor::from<int32_t>(std::span<const int32_t>(pv), {512});
+    const ops::RopeTable table = ops::make_rope_table(ops::rope_inv_freq(64, 10000.0), 4096);
+    row("rope (half)", "[512, 32, 64]", timed([&] { ops::apply_rope(q, pos, table, ops::RopeStyle::half); }),
+        8.0 * q.numel(), ceiling);
+    row("rope (interleaved)", "[512, 32, 64]",
+        timed([&] { ops::apply_rope(q, pos, table, ops::RopeStyle::interleaved); }), 8.0 * q.numel(), ceiling);
+  }
+  {
+    const Tensor table = random_tensor({32000, 2048});
+    const Tensor table_bf16 = table.to(DType::bf16);
+    std::vector<int32_t> iv(4096);
+    for (int i = 0; i < 4096; ++i) iv[i] = int32_t((int64_t(i) * 7919) % 32000);
+    const Tensor ids = Tensor::from<int32_t>(std::span<const int32_t>(iv), {4096});
+    const double n = 4096.0 * 2048;
+    row("embedding f32", "4096 of [32000, 2048]", timed([&] { ops::embedding(table, ids); }), 8 * n, ceiling);
+    row("embedding bf16", "4096 of [32000, 2048]", timed([&] { ops::embedding(table_bf16, ids); }), 6 * n, ceiling);
+  }
+}
+
+// ---- convolutions ----------------------------------------------------------------------
+
+using dnnl::memory;
+
+struct ConvCase {
+  const char* name;
+  memory::dims src, wei, dst, stride, padding;  // PyTorch layouts; groups = 1, dilation 1
+  double flops() const {
+    double f = 2.0;
+    for (auto d : dst) f *= double(d);
+    for (size_t i = 1; i < wei.size(); ++i) f *= double(wei[i]);
+    return f;
+  }
+};
+
+// oneDNN with layouts of its choosing. Returns {compute only, compute + reorders per call}.
+std::pair<double, double> dnnl_blocked(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& b) {
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream s(eng);
+  const bool is_1d = c.src.size() == 3;
+  using tag = memory::format_tag;
+  const memory::desc src_any(c.src, memory::data_type::f32, tag::any), wei_any(c.wei, memory::data_type::f32, tag::any),
+      dst_any(c.dst, memory::data_type::f32, tag::any), bias_md({c.dst[1]}, memory::data_type::f32, tag::x);
+  const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                          src_any, wei_any, bias_md, dst_any, c.stride, c.padding, c.padding);
+  const dnnl::convolution_forward::primitive_desc pd(d, eng);
+  const dnnl::convolution_forward conv(pd);
+  memory x_user({c.src, memory::data_type::f32, is_1d ? tag::ncw : tag::nchw}, eng, x.raw_data());
+  memory w_user({c.wei, memory::data_type::f32, is_1d ? tag::oiw : tag::oihw}, eng, w.raw_data());
+  memory b_mem(bias_md, eng, b.raw_data());
+  memory x_mem(pd.src_desc(), eng), w_mem(pd.weights_desc(), eng), y_mem(pd.dst_desc(), eng);
+  Tensor y = Tensor::empty(prism::Dims(std::span<const int64_t>(c.dst.data(), c.dst.size())), DType::f32);
+  memory y_user({c.dst, memory::data_type::f32, is_1d ? tag::ncw : tag::nchw}, eng, y.raw_data());
+  dnnl::reorder(x_user, x_mem).execute(s, x_user, x_mem);
+  dnnl::reorder(w_user, w_mem).execute(s, w_user, w_mem);
+  s.wait();
+  auto run = [&] {
+    conv.execute(s, {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_BIAS, b_mem}, {DNNL_ARG_DST, y_mem}});
+  };
+  const double compute = time_best([&] {
+    run();
+    s.wait();
+  });
+  const dnnl::reorder rx(x_user, x_mem), rw(w_user, w_mem), ry(y_mem, y_user);
+  const double with_reorders = time_best([&] {
+    rx.execute(s, x_user, x_mem);
+    rw.execute(s, w_user, w_mem);
+    run();
+    ry.execute(s, y_mem, y_user);
+    s.wait();
+  });
+  std::printf("    (oneDNN picked src %s, weights %s)\n",
+              pd.src_desc() == x_user.get_desc() ? "plain" : "blocked",
+              pd.weights_desc() == w_user.get_desc() ? "plain" : "blocked");
+  return {compute, with_reorders};
+}
+
+void bench_conv() {
+  const ConvCase cases[] = {
+      {"conv1d whisper conv1", {1, 80, 3000}, {384, 80, 3}, {1, 384, 3000}, {1}, {1}},
+      {"conv1d whisper conv2", {1, 384, 3000}, {384, 384, 3}, {1, 384, 1500}, {2}, {1}},
+      {"conv2d vit patch16", {1, 3, 224, 224}, {768, 3, 16, 16}, {1, 768, 14, 14}, {16, 16}, {0, 0}},
+  };
+  std::printf("\n%-22s %12s %14s %24s %26s\n", "conv", "ops:: ms", "ops:: GFLOP/s", "oneDNN blocked GFLOP/s",
+              "blocked+reorders GFLOP/s");
+  for (const ConvCase& c : cases) {
+    const Tensor x = random_tensor(prism::Dims(std::span<const int64_t>(c.src.data(), c.src.size())), -1, 1);
+    const Tensor w = random_tensor(prism::Dims(std::span<const int64_t>(c.wei.data(), c.wei.size())), -0.1f, 0.1f);
+    const Tensor b = random_tensor({c.wei[0]});
+    double t;
+    if (c.src.size() == 3)
+      t = time_best([&] { ops::conv1d(x, w, b, {.stride = int(c.stride[0]), .padding = int(c.padding[0])}); });
+    else
+      t = time_best([&] {
+        ops::conv2d(x, w, b, {.stride_h = int(c.stride[0]), .stride_w = int(c.stride[1]),
+                              .padding_h = int(c.padding[0]), .padding_w = int(c.padding[1])});
+      });
+    const auto [blocked, blocked_reorder] = dnnl_blocked(c, x, w, b);
+    const double f = c.flops() / 1e9;
+    std::printf("%-22s %12.3f %14.1f %17.1f (%.2fx) %19.1f (%.2fx)\n", c.name, t * 1e3, f / t, f / blocked,
+                t / blocked, f / blocked_reorder, t / blocked_reorder);
+  }
+  std::printf("(x): ops:: time over that variant's time; below 1 means ops:: is faster.\n");
+}
+
+}  // namespace
+
+int main() {
+  std::printf("threads: %d\n", prism::num_threads());
+  const Bandwidth bw = measure_bandwidth();
+  std::printf("streaming copy: %.1f GB/s (read + write), streaming read: %.1f GB/s\n\n", bw.copy_gbs, bw.read_gbs);
+  std::printf("%-20s %-22s %12s %12s %s\n", "op", "shape", "best", "bandwidth", "of copy");
+  bench_memory_bound(bw.copy_gbs);
+  bench_conv();
+  return 0;
+}

@@ -1,0 +1,91 @@
+"""PyTorch reference numbers for single ops (rope, conv), for the C++ op tests.
+
+Usage: op_reference.py <case> <out_dir>
+
+Writes raw little-endian .bin files (f32, or i32 for positions) into out_dir. Shapes and
+parameters are fixed per case and mirrored by the C++ test that reads them; inputs are drawn
+here (seeded) so both sides run on the same numbers. The rope cases copy Hugging Face's
+arithmetic (Llama's rotate_half, GPT-J's rotate_every_two), not a re-derivation of it.
+"""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def save(out_dir, name, t):
+    t.detach().contiguous().numpy().tofile(os.path.join(out_dir, name + ".bin"))
+
+
+def rope_half(out_dir):
+    # Llama: x [T, H, D], full rotary, theta 10000, positions up to 4095.
+    T, H, D, theta = 7, 3, 64, 10000.0
+    x = torch.randn(T, H, D)
+    pos = torch.tensor([0, 1, 5, 100, 1023, 2047, 4095], dtype=torch.int32)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    freqs = pos.float()[:, None] @ inv_freq[None, :]  # [T, D/2]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
+
+    def rotate_half(v):
+        v1, v2 = v[..., : v.shape[-1] // 2], v[..., v.shape[-1] // 2 :]
+        return torch.cat((-v2, v1), dim=-1)
+
+    out = x * cos + rotate_half(x) * sin
+    for name, t in (("x", x), ("pos", pos), ("inv_freq", inv_freq), ("out", out)):
+        save(out_dir, name, t)
+
+
+def rope_interleaved(out_dir):
+    # GPT-J: x [T, H, D] with D = 64, rotary_dim = 32 (the rest passes through).
+    T, H, D, R = 5, 2, 64, 32
+    x = torch.randn(T, H, D)
+    pos = torch.tensor([0, 3, 17, 511, 2000], dtype=torch.int32)
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, R, 2, dtype=torch.int64) / R))
+    sinusoid = torch.einsum("i,j->ij", pos.to(torch.int64).float(), inv_freq).float()
+    sin = torch.repeat_interleave(torch.sin(sinusoid)[:, None, :], 2, 2)
+    cos = torch.repeat_interleave(torch.cos(sinusoid)[:, None, :], 2, 2)
+
+    def rotate_every_two(v):
+        v1, v2 = v[..., ::2], v[..., 1::2]
+        return torch.stack((-v2, v1), dim=-1).flatten(-2)
+
+    rot, rest = x[..., :R], x[..., R:]
+    out = torch.cat([rot * cos + rotate_every_two(rot) * sin, rest], dim=-1)
+    for name, t in (("x", x), ("pos", pos), ("inv_freq", inv_freq), ("out", out)):
+        save(out_dir, name, t)
+
+
+def conv1d(out_dir):
+    # x [2, 6, 37], w [8, 3, 5]: groups 2, stride 2, padding 3, dilation 2, bias.
+    x, w, b = torch.randn(2, 6, 37), torch.randn(8, 3, 5), torch.randn(8)
+    out = F.conv1d(x, w, b, stride=2, padding=3, dilation=2, groups=2)
+    for name, t in (("x", x), ("w", w), ("b", b), ("out", out)):
+        save(out_dir, name, t)
+
+
+def conv2d(out_dir):
+    # x [2, 4, 11, 9], w [6, 2, 3, 2]: groups 2, stride (2, 1), padding (1, 2), dilation (1, 2).
+    x, w, b = torch.randn(2, 4, 11, 9), torch.randn(6, 2, 3, 2), torch.randn(6)
+    out = F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2)
+    for name, t in (("x", x), ("w", w), ("b", b), ("out", out)):
+        save(out_dir, name, t)
+
+
+def conv2d_patch(out_dir):
+    # ViT patch embedding: x [1, 3, 32, 32], w [8, 3, 16, 16], stride 16, no bias.
+    x, w = torch.randn(1, 3, 32, 32), torch.randn(8, 3, 16, 16)
+    out = F.conv2d(x, w, None, stride=16)
+    for name, t in (("x", x), ("w", w), ("out", out)):
+        save(out_dir, name, t)
+
+
+CASES = {f.__name__: f for f in (rope_half, rope_interleaved, conv1d, conv2d, conv2d_patch)}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in CASES:
+        sys.exit("usage: op_reference.py {%s} OUT_DIR" % "|".join(CASES))
+    torch.manual_seed(0)
+    os.makedirs(sys.argv[2], exist_ok=True)
+    CASES[sys.argv[1]](sys.argv[2])

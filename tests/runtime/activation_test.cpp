@@ -1,0 +1,77 @@
+// GELU (both forms), SiLU and SwiGLU against double-precision formulas, densely over
+// [-20, 20] (the tails are where approximations of erf and exp go wrong) and on odd shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runtime/ops.h"
+#include "test_util/eltwise.h"
+
+namespace prism {
+namespace {
+
+using test::all_close;
+using test::random_f32;
+using test::to_doubles;
+
+// Below ~1e-35 a float result is in or near the denormal range: judged in absolute terms.
+constexpr double kRtol = 1e-5, kAtol = 1e-35;
+
+double gelu_erf_ref(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+// 0.5 x (1 + tanh(u)) written as x / (1 + exp(-2u)): the same function, but 1 + tanh(u)
+// cancels to 0 in double itself once u < -19, where the f32 result is still ~1e-17 x.
+double gelu_tanh_ref(double x) {
+  return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
+
+std::vector<double> map_ref(const Tensor& x, double (*f)(double)) {
+  std::vector<double> v = to_doubles(x);
+  for (double& e : v) e = f(e);
+  return v;
+}
+
+Tensor sweep() {  // [-20, 20) in steps of 1/512, plus a few exact values
+  std::vector<float> v;
+  for (int i = -20 * 512; i < 20 * 512; ++i) v.push_back(float(i) / 512.0f);
+  for (float e : {0.0f, -0.0f, 1e-20f, -1e-20f, 30.0f, -30.0f, 88.0f, -88.0f, 1e4f})
+    v.push_back(e);
+  return Tensor::from<float>(std::span<const float>(v), {int64_t(v.size())});
+}
+
+TEST(ActivationTest, GeluErfMatchesReference) {
+  for (const Tensor& x : {sweep(), random_f32({3, 77}, 1), random_f32({1}, 2), random_f32({2, 3, 5}, 3)})
+    EXPECT_TRUE(all_close(ops::gelu(x, ops::GeluForm::erf), map_ref(x, gelu_erf_ref), kRtol, kAtol))
+        << x.to_string();
+}
+
+TEST(ActivationTest, GeluTanhMatchesReference) {
+  for (const Tensor& x : {sweep(), random_f32({3, 77}, 4), random_f32({1}, 5)})
+    EXPECT_TRUE(all_close(ops::gelu(x, ops::GeluForm::tanh), map_ref(x, gelu_tanh_ref), kRtol, kAtol))
+        << x.to_string();
+}
+
+TEST(ActivationTest, SiluMatchesReference) {
+  for (const Tensor& x : {sweep(), random_f32({3, 77}, 6), random_f32({1}, 7), random_f32({2, 3, 5}, 8)})
+    EXPECT_TRUE(all_close(ops::silu(x), map_ref(x, silu_ref), kRtol, kAtol)) << x.to_string();
+}
+
+TEST(ActivationTest, SwigluMatchesReference) {
+  for (const Dims& shape : {Dims{3, 77}, Dims{1, 1}, Dims{64, 1100}}) {
+    const Tensor gate = random_f32(shape, 9, -10.0f, 10.0f), up = random_f32(shape, 10);
+    std::vector<double> expected = map_ref(gate, silu_ref);
+    const std::vector<double> u = to_doubles(up);
+    for (size_t i = 0; i < expected.size(); ++i) expected[i] *= u[i];
+    EXPECT_TRUE(all_close(ops::swiglu(gate, up), expected, kRtol, kAtol)) << shape.to_string();
+  }
+}
+
+TEST(ActivationTest, NanPropagates) {
+  const Tensor x = Tensor::from<float>({NAN, 1.0f}, {2});
+  EXPECT_TRUE(std::isnan(ops::gelu(x).data<float>()[0]));
+  EXPECT_TRUE(std::isnan(ops::gelu(x, ops::GeluForm::tanh).data<float>()[0]));
+  EXPECT_TRUE(std::isnan(ops::silu(x).data<float>()[0]));
+}
+
+}  // namespace
+}  // namespace prism
