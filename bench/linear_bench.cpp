@@ -12,6 +12,7 @@
 
 #include <dnnl.hpp>
 
+#include "bench/memory_bandwidth.h"
 #include "runtime/arena.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
@@ -127,8 +128,29 @@ int main() {
     }
   }
 
-  std::printf("\ndecode (M = 1): packed weight bytes streamed per second\n");
-  std::printf("%-26s %6s %6s | %-5s %9s %9s\n", "shape (+bias)", "K", "N", "prec", "GB/s", "us/call");
+  std::printf("\nbatched ops::matmul (f32)\n%-34s %9s %8s\n", "shape", "GFLOP/s", "of peak");
+  struct BatchedShape { const char* name; Dims a, b; bool transpose_b; };
+  const BatchedShape batched[] = {
+      {"scores [12,512,64] @ [12,512,64]^T", {12, 512, 64}, {12, 512, 64}, true},
+      {"context [12,512,512] @ [12,512,64]", {12, 512, 512}, {12, 512, 64}, false},
+      {"square [8,512,512] @ [8,512,512]", {8, 512, 512}, {8, 512, 512}, false},
+  };
+  for (const BatchedShape& s : batched) {
+    const Tensor a = random_tensor(s.a, 7), b = random_tensor(s.b, 8);
+    const double sec = best_seconds([&] {
+      ArenaScope scope(&arena);
+      ops::matmul(a, b, {.transpose_b = s.transpose_b});
+      arena.reset();
+    });
+    const int64_t n = s.transpose_b ? s.b[1] : s.b[2];
+    const double gflops = 2.0 * s.a[0] * s.a[1] * s.a[2] * n / sec * 1e-9;
+    std::printf("%-34s %9.1f %7.0f%%\n", s.name, gflops, 100 * gflops / ceiling[0]);
+  }
+
+  const double bandwidth = bench::measure_read_bandwidth_gbs();
+  std::printf("\ndecode (M = 1): packed weight bytes streamed per second; read bandwidth measured now: %.1f GB/s\n",
+              bandwidth);
+  std::printf("%-26s %6s %6s | %-5s %9s %9s %8s\n", "shape (+bias)", "K", "N", "prec", "GB/s", "us/call", "of BW");
   for (const Shape& s : {shapes[3], shapes[4]}) {
     const Tensor x = random_tensor({1, s.k}, 4);
     const Tensor w = random_tensor({s.n, s.k}, 5);
@@ -140,9 +162,10 @@ int main() {
         ops::linear(x, lw, s.act);
         arena.reset();
       });
-      std::printf("%-26s %6ld %6ld | %-5s %9.1f %9.1f\n", s.name, long(s.k), long(s.n),
-                  std::string(ops::precision_name(precisions[p])).c_str(),
-                  weight_bytes(precisions[p], s.k, s.n) / sec * 1e-9, sec * 1e6);
+      const double gbs = weight_bytes(precisions[p], s.k, s.n) / sec * 1e-9;
+      std::printf("%-26s %6ld %6ld | %-5s %9.1f %9.1f %7.0f%%\n", s.name, long(s.k), long(s.n),
+                  std::string(ops::precision_name(precisions[p])).c_str(), gbs, sec * 1e6,
+                  100 * gbs / bandwidth);
     }
   }
   return 0;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #ifdef __AVX512F__
@@ -57,6 +58,28 @@ inline double measure_read_bandwidth_gbs(size_t bytes = size_t(1) << 30, int pas
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;
     best = std::max(best, double(n) * sizeof(float) / s / 1e9);
+  }
+  return best;
+}
+
+// Copy bandwidth in GB/s, counting bytes read plus written: the ceiling of an op that reads
+// one tensor and writes another of the same size. Best of `passes` over `bytes` each way.
+inline double measure_copy_bandwidth_gbs(size_t bytes = size_t(256) << 20, int passes = 5) {
+  std::unique_ptr<char, decltype(&std::free)> src(static_cast<char*>(std::aligned_alloc(64, bytes)), &std::free);
+  std::unique_ptr<char, decltype(&std::free)> dst(static_cast<char*>(std::aligned_alloc(64, bytes)), &std::free);
+  const int64_t num_chunks = int64_t(bytes >> 20);  // 1 MiB chunks
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    std::memset(src.get() + (c << 20), 1, size_t(1) << 20);
+    std::memset(dst.get() + (c << 20), 0, size_t(1) << 20);
+  }
+  double best = 0.0;
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < num_chunks; ++c) std::memcpy(dst.get() + (c << 20), src.get() + (c << 20), size_t(1) << 20);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * double(num_chunks << 20) / s / 1e9);
   }
   return best;
 }

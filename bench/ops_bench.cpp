@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 
+#include "bench/memory_bandwidth.h"
 #include "runtime/arena.h"
 #include "runtime/cpu/vec_math.h"
 #include "runtime/ops.h"
@@ -51,61 +52,6 @@ Tensor random_tensor(const prism::Dims& shape, float lo = -3.0f, float hi = 3.0f
   return t;
 }
 
-// The ceiling: a parallel streaming copy of 256 MB into 256 MB (512 MB touched), counting
-// bytes read plus written, and a parallel read-only sum over 512 MB.
-struct Bandwidth {
-  double copy_gbs = 0, read_gbs = 0;
-};
-
-Bandwidth measure_bandwidth() {
-  const size_t bytes = size_t(256) << 20;
-  auto src = prism::allocate_aligned(bytes), dst = prism::allocate_aligned(bytes);
-  auto big = prism::allocate_aligned(2 * bytes);
-  std::memset(src.get(), 1, bytes);
-  std::memset(dst.get(), 0, bytes);
-  std::memset(big.get(), 1, 2 * bytes);
-  Bandwidth bw;
-  const double tc = time_best([&] {
-    prism::parallel_for(int64_t(bytes >> 20), 1, [&](int64_t b0, int64_t b1) {
-      std::memcpy(static_cast<char*>(dst.get()) + (b0 << 20), static_cast<char*>(src.get()) + (b0 << 20),
-                  size_t(b1 - b0) << 20);
-    });
-  });
-  bw.copy_gbs = 2.0 * bytes / tc / 1e9;
-  const int64_t n = int64_t(2 * bytes / 4);
-  const float* p = static_cast<const float*>(big.get());
-  volatile float sink = 0;
-  const double tr = time_best([&] {
-    float partial[64] = {};
-    // Independent vector accumulators per thread: a scalar sum would time the add latency.
-    prism::parallel_for(n / 64, 1024, [&](int64_t b0, int64_t b1) {
-#ifdef __AVX512F__
-      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t blk = b0; blk < b1; ++blk) {
-        const float* q = p + blk * 64;
-        a0 = _mm512_add_ps(a0, _mm512_load_ps(q));
-        a1 = _mm512_add_ps(a1, _mm512_load_ps(q + 16));
-        a2 = _mm512_add_ps(a2, _mm512_load_ps(q + 32));
-        a3 = _mm512_add_ps(a3, _mm512_load_ps(q + 48));
-      }
-      const float t = prism::cpu::hsum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-#else
-      float acc[8] = {};
-      for (int64_t i = b0 * 64; i < b1 * 64; i += 8)
-        for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
-      float t = 0;
-      for (float a : acc) t += a;
-#endif
-      partial[omp_get_thread_num() % 64] += t;
-    });
-    float total = 0;
-    for (float v : partial) total += v;
-    sink = total;
-  });
-  (void)sink;
-  bw.read_gbs = 2.0 * bytes / tr / 1e9;
-  return bw;
-}
 
 void row(const char* name, const char* shape, double seconds, double bytes, double ceiling_gbs) {
   const double gbs = bytes / seconds / 1e9;
@@ -259,10 +205,11 @@ void bench_conv() {
 
 int main() {
   std::printf("threads: %d\n", prism::num_threads());
-  const Bandwidth bw = measure_bandwidth();
-  std::printf("streaming copy: %.1f GB/s (read + write), streaming read: %.1f GB/s\n\n", bw.copy_gbs, bw.read_gbs);
+  const double copy_gbs = prism::bench::measure_copy_bandwidth_gbs();
+  const double read_gbs = prism::bench::measure_read_bandwidth_gbs();
+  std::printf("streaming copy: %.1f GB/s (read + write), streaming read: %.1f GB/s\n\n", copy_gbs, read_gbs);
   std::printf("%-20s %-22s %12s %12s %s\n", "op", "shape", "best", "bandwidth", "of copy");
-  bench_memory_bound(bw.copy_gbs);
+  bench_memory_bound(copy_gbs);
   bench_conv();
   return 0;
 }

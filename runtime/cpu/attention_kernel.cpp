@@ -32,12 +32,6 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12 flags the _mm512_undefined_* inside its own reduce and extract intrinsics as maybe
-// uninitialised when they are inlined here (GCC bug 105593): noise, not a finding.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace prism::cpu {
 namespace {
 

@@ -36,11 +36,6 @@
 #include "runtime/ops.h"
 #include "runtime/threads.h"
 
-// GCC 12 warns falsely inside its own AVX-512 intrinsics (max, min, abs, scalef, roundscale
-// pass an _mm512_undefined_ps() through an all-ones mask) once they inline into OpenMP
-// regions; the warning is reported at the outlined region, so it is silenced file-wide.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 namespace prism::ops {
 
 namespace {

@@ -12,14 +12,6 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12's AVX-512 intrinsics self-initialise their "undefined" operands, which -Wall reports
-// as uninitialised in every kernel that inlines them (GCC bug 105593, fixed in 13). Silenced
-// for the translation units that include this header; nothing here is uninitialised.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace prism::cpu {
 
 // The NR/Chebyshev form of erfc: erfc(z) ~= t * exp(-z^2 + P(t)), t = 1 / (1 + z / 2), with
