@@ -3,9 +3,15 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "app/commands.h"
+#include "app/demo.h"
+#include "app/serve.h"
+#include "app/tokenize.h"
 #include "runtime/threads.h"
 
 namespace {
@@ -25,8 +31,43 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   auto* info = app.add_subcommand("info", "CPU features, threads, oneDNN version and measured GEMM speed");
+
+  auto* tokenize = app.add_subcommand("tokenize", "Tokenize stdin with a model's tokenizer; prints ids on one line");
+  std::string tokenize_model;
+  bool tokenize_no_special = false, tokenize_decode = false;
+  tokenize->add_option("--model", tokenize_model,
+                       "Model directory (tokenizer.json, tokenizer.model, vocab.json + merges.txt or vocab.txt), or one such file")
+      ->required();
+  tokenize->add_flag("--no-special", tokenize_no_special, "Leave out the BOS/CLS/SEP tokens the post-processor adds");
+  tokenize->add_flag("--decode", tokenize_decode, "Read space-separated ids and print the text");
+
+  auto* serve = app.add_subcommand("serve", "Serve the deployments of a config file (default: the demo set) over HTTP");
+  prism::app::ServeOptions serve_options;
+  std::optional<std::string> serve_host;
+  std::optional<int64_t> serve_port;
+  serve->add_option("--config", serve_options.config_path, "TOML config file ([server] and [[deployment]] tables)");
+  serve->add_option("--host", serve_host, "Listen address (overrides [server] host; default 127.0.0.1)");
+  serve->add_option("--port", serve_port, "Listen port, 0 for any free one (overrides [server] port; default 8080)");
+  serve->add_option("--api-key", serve_options.api_keys,
+                    "Require 'Authorization: Bearer KEY' (repeatable; replaces [server] api_keys)");
+  serve->add_option("--demo-dir", serve_options.demo_dir,
+                    "Where the demo set lives when no --config is given (default: " + prism::app::default_demo_dir() +
+                        ")");
+  // One flag per task for the single-model case: `prism serve --embed /path/to/hf/dir`.
+  std::vector<std::pair<std::string, std::vector<std::string>>> serve_models;
+  for (const std::string& task : prism::app::single_model_tasks()) serve_models.emplace_back(task, std::vector<std::string>{});
+  for (auto& [task, paths] : serve_models)
+    serve->add_option("--" + task, paths, "Serve this Hugging Face model directory as a '" + task + "' deployment (repeatable)")
+        ->type_name("PATH");
+
+  auto* demo = app.add_subcommand("demo", "The demo set: small random checkpoints of every supported family");
+  demo->require_subcommand(1);
+  auto* demo_init = demo->add_subcommand("init", "Write the demo set and its prism.toml into DIR");
+  std::string demo_dir;
+  demo_init->add_option("DIR", demo_dir, "Target directory (default: " + prism::app::default_demo_dir() + ")");
+
   // Commands of later issues: each says it does not exist yet and exits non-zero.
-  for (const char* name : {"serve", "embed", "chat", "transcribe", "speak", "tokenize", "bench", "tune"}) {
+  for (const char* name : {"embed", "chat", "transcribe", "speak", "bench", "tune"}) {
     app.add_subcommand(name, "(not available yet)")->allow_extras();
   }
 
@@ -38,6 +79,15 @@ int main(int argc, char** argv) {
   configure_threads();
 
   if (info->parsed()) return prism::app::run_info();
+  if (tokenize->parsed()) return prism::app::run_tokenize(tokenize_model, tokenize_no_special, tokenize_decode);
+  if (serve->parsed()) {
+    serve_options.host = serve_host;
+    serve_options.port = serve_port;
+    for (const auto& [task, paths] : serve_models)
+      for (const std::string& path : paths) serve_options.models.push_back({task, path, "--" + task});
+    return prism::app::run_serve(serve_options);
+  }
+  if (demo_init->parsed()) return prism::app::run_demo_init(demo_dir);
   const std::string name = app.get_subcommands().front()->get_name();
   std::fprintf(stderr, "prism: '%s' is not available yet in this build (see README: What works)\n",
                name.c_str());

@@ -17,6 +17,8 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::resource_exhausted: return "resource_exhausted";
     case StatusCode::unavailable: return "unavailable";
     case StatusCode::internal: return "internal";
+    case StatusCode::cancelled: return "cancelled";
+    case StatusCode::deadline_exceeded: return "deadline_exceeded";
   }
   return "unknown";
 }

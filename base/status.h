@@ -22,6 +22,8 @@ enum class StatusCode {
   failed_precondition, // the system is not in a state to do this
   resource_exhausted,  // out of memory, queue full, too many requests
   unavailable,         // not ready, shutting down
+  cancelled,           // the caller went away (a client disconnected)
+  deadline_exceeded,   // the request's deadline passed before it could finish
   internal,            // a bug or an unexpected library failure
 };
 
@@ -53,6 +55,8 @@ inline Status failed_precondition(std::string m) { return {StatusCode::failed_pr
 inline Status resource_exhausted(std::string m) { return {StatusCode::resource_exhausted, std::move(m)}; }
 inline Status unavailable(std::string m) { return {StatusCode::unavailable, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::internal, std::move(m)}; }
+inline Status cancelled_error(std::string m) { return {StatusCode::cancelled, std::move(m)}; }
+inline Status deadline_exceeded_error(std::string m) { return {StatusCode::deadline_exceeded, std::move(m)}; }
 
 // A value or the Status that explains why there is none. Shaped like std::expected so it
 // can become an alias under C++23.

@@ -26,6 +26,24 @@ prism_install_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# The JavaScript test clients (tests/integration: the openai SDK, ws) need Node.js >= 20 and
+# npm; their packages come from the committed lockfile, reinstalled when it changes.
+prism_install_test_clients() {
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "prism: installing Node.js and npm for the integration tests" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs >/dev/null
+    command -v npm >/dev/null 2>&1 ||
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >/dev/null
+  fi
+  local dir="$PRISM_ROOT/tests/integration"
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
+  fi
+}
+
 # prism_build <build-dir> [extra cmake args...]
 prism_build() {
   local dir="$1"

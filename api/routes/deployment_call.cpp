@@ -1,0 +1,50 @@
+// api/routes/deployment_call.cpp: the shared steps of model routes.
+#include "api/routes/deployment_call.h"
+
+#include <memory>
+
+namespace prism::api {
+
+Result<serving::Deployment*> find_deployment(const serving::DeploymentSet& deployments, std::string_view model,
+                                             std::string_view task, ApiError& error) {
+  Result<serving::Deployment*> found = deployments.find(model);
+  if (!found.has_value()) {
+    error = model_not_found(model);
+    return found.status();
+  }
+  serving::Deployment* d = found.value();
+  if (d->config().task != task) {
+    error = invalid_field("model", "the model '" + std::string(model) + "' serves task '" + d->config().task +
+                                       "', not '" + std::string(task) + "'");
+    return invalid_argument(error.message);
+  }
+  return d;
+}
+
+serving::Lane read_priority(JsonFields& fields) {
+  std::string p = fields.optional_enum("priority", {"online", "bulk"}, "online");
+  return p == "bulk" ? serving::Lane::bulk : serving::Lane::online;
+}
+
+std::optional<ApiError> submit_to(serving::Deployment& deployment, const serving::RequestPtr& request) {
+  Status s = deployment.submit(request);
+  if (s.ok()) return std::nullopt;
+  if (s.code() == StatusCode::resource_exhausted) return overloaded(1, "The model '" + deployment.name() + "'");
+  if (s.code() == StatusCode::unavailable) return not_ready(s.message());
+  return from_status(s);
+}
+
+void cancel_on_disconnect(Responder& responder, const serving::RequestPtr& request) {
+  // weak: the callback may outlive the request (a connection kept alive after it completed).
+  std::weak_ptr<serving::Request> weak = request;
+  responder.on_cancel([weak] {
+    if (auto r = weak.lock()) r->cancel();
+  });
+}
+
+ApiError completion_error(const Status& status) {
+  if (status.code() == StatusCode::unavailable) return not_ready(status.message());
+  return from_status(status);
+}
+
+}  // namespace prism::api

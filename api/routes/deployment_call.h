@@ -1,0 +1,42 @@
+// api/routes/deployment_call.h: what every model route does around its deployment, so each
+// route file is left with its own parsing and response shape: find the model (404), check
+// its task (400 naming `model`), read the `priority` lane, submit (429 with Retry-After when
+// the queue is full, 503 when not ready), link client cancellation to the queued request,
+// and map a failed completion to the client's error.
+// Must not: know any engine's payload type, or block (it runs on I/O threads).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "api/errors.h"
+#include "api/http_types.h"
+#include "api/json_fields.h"
+#include "base/status.h"
+#include "serving/deployment_set.h"
+#include "serving/request.h"
+
+namespace prism::api {
+
+// The deployment serving `model` for `task`: 404 when no deployment has that name, 400
+// (param "model") when it serves another task.
+Result<serving::Deployment*> find_deployment(const serving::DeploymentSet& deployments, std::string_view model,
+                                             std::string_view task, ApiError& error);
+
+// Reads the optional "priority" field: "online" (default) or "bulk".
+serving::Lane read_priority(JsonFields& fields);
+
+// Submits the request; on refusal returns the client's error (429 + Retry-After for a full
+// queue, 503 when the deployment is not ready or stopping).
+std::optional<ApiError> submit_to(serving::Deployment& deployment, const serving::RequestPtr& request);
+
+// When the client goes away (disconnect, request deadline), the queued request is cancelled:
+// it is skipped when batches form, or a looping engine stops it between steps.
+void cancel_on_disconnect(Responder& responder, const serving::RequestPtr& request);
+
+// The client's error for a request that completed with a non-ok status (engine failure,
+// deadline, shutdown). Cancelled requests have no client left: callers skip them.
+ApiError completion_error(const Status& status);
+
+}  // namespace prism::api

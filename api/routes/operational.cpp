@@ -1,0 +1,87 @@
+// api/routes/operational.cpp: health, readiness, the model list and metrics.
+#include "api/routes/operational.h"
+
+#include <nlohmann/json.hpp>
+
+#include "api/errors.h"
+
+namespace prism::api {
+
+namespace {
+
+constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+Response json_response(const nlohmann::json& j) {
+  // replace: a name or knob with invalid UTF-8 must not make dump() throw on an I/O thread.
+  return Response::json(200, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+void ready(const OperationalContext& c, Responder responder) {
+  nlohmann::json states = nlohmann::json::object();
+  std::string not_ready_list;
+  for (const serving::DeploymentInfo& i : c.deployments->infos()) {
+    states[i.name] = serving::deployment_state_name(i.state);
+    if (!i.ready) {
+      not_ready_list += (not_ready_list.empty() ? "" : ", ") + i.name + " (" +
+                        std::string(serving::deployment_state_name(i.state)) + ")";
+    }
+  }
+  if (c.deployments->deployments().empty()) not_ready_list = "no deployment is configured";
+  if (!not_ready_list.empty()) {
+    responder.send(error_response(not_ready("Not ready: " + not_ready_list + ".")));
+    return;
+  }
+  responder.send(json_response({{"status", "ready"}, {"deployments", states}}));
+}
+
+void list_models(const OperationalContext& c, Responder responder) {
+  nlohmann::json data = nlohmann::json::array();
+  for (const serving::DeploymentInfo& i : c.deployments->infos()) data.push_back(model_object(i, c.created_unix_s));
+  responder.send(json_response({{"object", "list"}, {"data", std::move(data)}}));
+}
+
+void get_model(const OperationalContext& c, const Request& request, Responder responder) {
+  const std::string_view id = request.path_param("model");
+  for (const serving::DeploymentInfo& i : c.deployments->infos()) {
+    if (i.name == id) {
+      responder.send(json_response(model_object(i, c.created_unix_s)));
+      return;
+    }
+  }
+  responder.send(error_response(model_not_found(id)));
+}
+
+}  // namespace
+
+nlohmann::json model_object(const serving::DeploymentInfo& info, int64_t created_unix_s) {
+  // What the engine describes (embedding_dims, embedding_space_id, ...) first, so the
+  // framework's own facts win a name clash.
+  nlohmann::json prism = info.engine.is_object() ? info.engine : nlohmann::json::object();
+  prism["task"] = info.task;
+  prism["modality"] = info.modality;
+  prism["precision"] = info.precision;
+  prism["replicas"] = info.replicas;
+  prism["state"] = serving::deployment_state_name(info.state);
+  prism["ready"] = info.ready;
+  return {{"id", info.name},
+          {"object", "model"},
+          {"created", created_unix_s},
+          {"owned_by", "prism"},
+          {"prism", std::move(prism)}};
+}
+
+void add_operational_routes(Router& router, const OperationalContext& context) {
+  const OperationalContext c = context;
+  router.add("GET", "/health", [](const Request&, Responder r) {
+    r.send(Response::json(200, R"({"status":"ok"})"));
+  });
+  router.add("GET", "/ready", [c](const Request&, Responder r) { ready(c, std::move(r)); });
+  router.add("GET", "/v1/models", [c](const Request&, Responder r) { list_models(c, std::move(r)); });
+  router.add("GET", "/v1/models/{model}",
+             [c](const Request& req, Responder r) { get_model(c, req, std::move(r)); });
+  router.add("GET", "/metrics", [c](const Request&, Responder r) {
+    r.send(Response{200, kPrometheusContentType, {}, c.metrics->render()});
+  });
+}
+
+}  // namespace prism::api

@@ -1,0 +1,129 @@
+// serving/config.h: the resolved configuration: one TOML file ([server] and one
+// [[deployment]] per model) plus CLI overrides. Structs with validate(); frozen after start-up.
+// NOTE: every error names where the bad value came from: "FILE:LINE: key 'a.b': problem"
+// for the file, "--flag: problem" for an override. Unknown keys are errors (a typo must not
+// be silently ignored). This file parses and checks; it never starts anything.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "serving/batcher.h"
+
+namespace prism::serving {
+
+struct ServerLimits {
+  int64_t max_body_bytes = 32ll << 20;    // larger bodies get 413 (audio uploads fit)
+  int64_t max_header_bytes = 16 << 10;    // request line + headers
+  int64_t read_timeout_ms = 30'000;       // whole request (headers + body) must arrive in this
+  int64_t idle_timeout_ms = 60'000;       // keep-alive connection with no request
+  int64_t request_timeout_ms = 600'000;   // a request's whole life, streaming included
+  int64_t shutdown_grace_ms = 10'000;     // SIGTERM: drain in-flight work up to this long
+  int64_t max_connections = 4096;         // beyond it new connections are refused
+  int num_io_threads = 2;                 // Asio threads (JSON, tokenization run there too)
+
+  Status validate() const;  // message "key: problem", key relative to [server.limits]
+};
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<std::string> api_keys;  // empty: no auth
+  ServerLimits limits;
+
+  Status validate() const;  // message "key: problem", key relative to [server]
+};
+
+// A knob value as written in the config; the engine that reads it decides what it means.
+using KnobValue = std::variant<bool, int64_t, double, std::string>;
+
+// [deployment.knobs]: name → value, each remembering where it was set so an engine's
+// complaint can name the line. Typed getters: fallback when absent, invalid_argument when set
+// with the wrong type (an integer is accepted where a double is wanted).
+class Knobs {
+ public:
+  void set(std::string name, KnobValue value, std::string origin = {});
+  bool has(std::string_view name) const;
+  const std::map<std::string, KnobValue, std::less<>>& values() const { return values_; }
+  std::string origin(std::string_view name) const;  // "FILE:LINE" or "" when unknown
+
+  Result<bool> get_bool(std::string_view name, bool fallback) const;
+  Result<int64_t> get_int(std::string_view name, int64_t fallback) const;
+  Result<double> get_double(std::string_view name, double fallback) const;
+  Result<std::string> get_string(std::string_view name, std::string fallback) const;
+
+ private:
+  Status type_error(std::string_view name, std::string_view want) const;
+  std::map<std::string, KnobValue, std::less<>> values_;
+  std::map<std::string, std::string, std::less<>> origins_;
+};
+
+struct DeploymentConfig {
+  std::string name;                // the `model` field clients send
+  std::string task;                // embed, chat, transcribe, speak, image, video, echo
+  std::string model;               // Hugging Face directory (unused by echo)
+  int replicas = 1;
+  std::string precision = "f32";   // f32, bf16, int8
+  bool priority_lanes = true;      // false: bulk requests queue with online ones, FIFO
+  int64_t timeout_ms = 60'000;     // deadline from submit; 0 = none
+  BatchPolicy batching;
+  Knobs knobs;
+
+  Status validate() const;  // message "key: problem", key relative to the [[deployment]] table
+};
+
+// The tasks a deployment may declare, and the modality each is measured as.
+const std::vector<std::string>& known_tasks();
+std::string modality_of_task(std::string_view task);
+
+struct Config {
+  ServerConfig server;
+  std::vector<DeploymentConfig> deployments;
+
+  // Where values came from, for error messages: the file, and "dotted.key" → line (file
+  // values) or → "--flag" (overrides). Filled by the parser and apply_overrides.
+  std::string source_file;
+  std::map<std::string, int, std::less<>> key_lines;
+  std::map<std::string, std::string, std::less<>> key_flags;
+
+  // All sections plus cross checks (duplicate deployment names), with located messages.
+  Status validate() const;
+  // "FILE:LINE: key 'k': problem", "--flag: problem", or "FILE: key 'k': problem".
+  std::string locate(const std::string& key, std::string_view problem) const;
+  // "FILE:LINE", "--flag ...", or FILE when the key has no recorded origin.
+  std::string origin_of(const std::string& key) const;
+};
+
+// Parses TOML text; `file` names it in errors. Runs validate().
+Result<Config> parse_config(std::string_view toml_text, std::string_view file = "<config>");
+// Reads and parses a file (not_found when it cannot be read).
+Result<Config> load_config(const std::string& path);
+
+// CLI flags that override the file (applied by app/ after load_config or on a default Config).
+struct ConfigOverrides {
+  std::optional<std::string> host;                     // --host
+  std::optional<int64_t> port;                         // --port
+  std::vector<std::string> api_keys;                   // --api-key (repeatable): replaces the file's keys
+  struct Model {
+    std::string task;  // "embed" for --embed PATH, ...
+    std::string path;  // the deployment is named after the directory's last component
+    std::string flag;  // "--embed", for error messages
+  };
+  std::vector<Model> models;                           // single-model flags: add deployments
+};
+
+// Applies the overrides, then validates again (errors name the flag).
+Status apply_overrides(Config& config, const ConfigOverrides& overrides);
+
+// The resolved config for the start-up log; api keys are redacted.
+nlohmann::json config_to_json(const Config& config);
+
+}  // namespace prism::serving
