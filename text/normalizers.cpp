@@ -53,7 +53,10 @@ void UnicodeNormalizer::normalize(std::string& text) const {
   std::free(out);  // n < 0 cannot happen on valid UTF-8; the text stays as it was
 }
 
-void StripAccentsNormalizer::normalize(std::string& text) const {
+namespace {
+// Drops every code point `drop` selects, in place.
+template <class Pred>
+void remove_code_points(std::string& text, Pred drop) {
   thread_local std::string out;  // swapped with text below: both keep their capacity
   out.clear();
   out.reserve(text.size());
@@ -61,10 +64,13 @@ void StripAccentsNormalizer::normalize(std::string& text) const {
   while (i < text.size()) {
     const size_t start = i;
     const char32_t c = next_code_point(text, i);
-    if (!is_combining_mark(c)) out.append(text, start, i - start);
+    if (!drop(c)) out.append(text, start, i - start);
   }
   text.swap(out);
 }
+}  // namespace
+
+void StripAccentsNormalizer::normalize(std::string& text) const { remove_code_points(text, is_combining_mark); }
 
 void BertNormalizer::normalize(std::string& text) const {
   thread_local std::string out;
@@ -92,17 +98,7 @@ void BertNormalizer::normalize(std::string& text) const {
   text.swap(out);
   if (config_.strip_accents.value_or(config_.lowercase)) {
     UnicodeNormalizer(UnicodeForm::nfd).normalize(text);
-    // BERT strips only non-spacing marks (Mn), unlike StripAccents.
-    thread_local std::string kept;
-    kept.clear();
-    kept.reserve(text.size());
-    size_t j = 0;
-    while (j < text.size()) {
-      const size_t start = j;
-      const char32_t c = next_code_point(text, j);
-      if (!is_mark_nonspacing(c)) kept.append(text, start, j - start);
-    }
-    text.swap(kept);
+    remove_code_points(text, is_mark_nonspacing);  // BERT strips only Mn, unlike StripAccents
   }
   if (config_.lowercase) LowercaseNormalizer().normalize(text);
 }

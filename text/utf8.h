@@ -19,12 +19,13 @@ char32_t next_code_point(std::string_view s, size_t& i);
 // Appends the UTF-8 encoding of cp (U+FFFD for surrogates and values past U+10FFFF).
 void append_utf8(std::string& out, char32_t cp);
 
-// Length of the UTF-8 sequence a lead byte starts (1 for a stray continuation byte).
+// Length of the UTF-8 sequence a lead byte starts; a stray continuation byte or an invalid
+// lead byte (0xF8..0xFF) counts as one byte, so malformed input still advances.
 inline size_t utf8_sequence_length(unsigned char lead) {
   if (lead < 0x80) return 1;
-  if (lead >= 0xF0) return 4;
-  if (lead >= 0xE0) return 3;
-  if (lead >= 0xC0) return 2;
+  if ((lead & 0xE0) == 0xC0) return 2;
+  if ((lead & 0xF0) == 0xE0) return 3;
+  if ((lead & 0xF8) == 0xF0) return 4;
   return 1;
 }
 

@@ -1,7 +1,5 @@
-// SentencePiece BPE .model -> tokenizer.json. NOTE: merges follow HF's SentencePieceExtractor:
-// every split of a piece (at character boundaries) into two vocabulary pieces is a merge;
-// within a piece they sort by (left id, right id); then all sort stably by the merged piece's
-// score, highest first.
+// SentencePiece BPE .model -> vocabulary, merges (as HF's SentencePieceExtractor derives
+// them) and a tokenizer.json.
 #include "test_util/spm_to_json.h"
 
 #include <sentencepiece_processor.h>
@@ -32,14 +30,14 @@ json added_token(int id, const std::string& content) {
 
 }  // namespace
 
-Result<std::string> spm_to_tokenizer_json(const std::string& model_path, SpmJsonLayout layout) {
+Result<SpmBpe> spm_bpe_vocab_and_merges(const std::string& model_path) {
   sentencepiece::SentencePieceProcessor sp;
   if (!sp.Load(model_path).ok()) return not_found("cannot load " + model_path);
   const int n = sp.GetPieceSize();
-  json vocab = json::object();
+  SpmBpe out;
   std::unordered_map<std::string, int> ids;
   for (int i = 0; i < n; ++i) {
-    vocab[sp.IdToPiece(i)] = i;
+    out.vocab.emplace_back(sp.IdToPiece(i), i);
     ids[sp.IdToPiece(i)] = i;
   }
   struct Merge {
@@ -59,8 +57,17 @@ Result<std::string> spm_to_tokenizer_json(const std::string& model_path, SpmJson
     merges.insert(merges.end(), local.begin(), local.end());
   }
   std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) { return a.score > b.score; });
+  for (Merge& m : merges) out.merges.emplace_back(std::move(m.l), std::move(m.r));
+  out.unk_token = sp.IdToPiece(sp.unk_id());
+  return out;
+}
+
+Result<std::string> spm_to_tokenizer_json(const std::string& model_path, SpmJsonLayout layout) {
+  PRISM_ASSIGN_OR_RETURN(SpmBpe bpe, spm_bpe_vocab_and_merges(model_path));
+  json vocab = json::object();
+  for (const auto& [piece, id] : bpe.vocab) vocab[piece] = id;
   json merge_list = json::array();
-  for (const Merge& m : merges) merge_list.push_back(json::array({m.l, m.r}));
+  for (const auto& [l, r] : bpe.merges) merge_list.push_back(json::array({l, r}));
 
   const std::string space = "\xE2\x96\x81";
   json j;

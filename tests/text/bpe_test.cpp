@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util/paths.h"
+#include "test_util/spm_to_json.h"
 #include "text/token_model.h"
 
 namespace prism::text {
@@ -303,41 +304,14 @@ struct Llama {
   std::unique_ptr<TokenModel> model;
 };
 
-// NOTE: merges derived as HF's SentencePieceExtractor does for BPE models: every split of a
-// piece (at character boundaries) into two vocabulary pieces is a merge; within a piece the
-// splits sort by (left id, right id); then all merges sort stably by the merged piece's
-// score, highest first. SentencePiece merges the pair whose concatenation scores highest,
-// so these ranks reproduce its order.
-BpeConfig llama_config(const sentencepiece::SentencePieceProcessor& sp) {
+BpeConfig llama_config(const std::string& model_path) {
   BpeConfig c;
-  std::map<std::string, TokenId> vocab;
-  std::vector<float> scores;
-  for (int id = 0; id < sp.GetPieceSize(); ++id) {
-    c.vocab.emplace_back(sp.IdToPiece(id), id);
-    vocab.emplace(sp.IdToPiece(id), id);
-    scores.push_back(sp.GetScore(id));
-  }
-  struct Merge {
-    std::string l, r;
-    float score;
-  };
-  std::vector<Merge> merges;
-  for (int id = 0; id < sp.GetPieceSize(); ++id) {
-    const std::string piece = sp.IdToPiece(id);
-    std::vector<Merge> local;
-    for (size_t i = 1; i < piece.size(); ++i) {
-      if ((static_cast<unsigned char>(piece[i]) & 0xC0) == 0x80) continue;  // not a char boundary
-      std::string l = piece.substr(0, i), r = piece.substr(i);
-      if (vocab.count(l) && vocab.count(r)) local.push_back({l, r, scores[id]});
-    }
-    std::sort(local.begin(), local.end(), [&](const Merge& a, const Merge& b) {
-      return std::make_pair(vocab[a.l], vocab[a.r]) < std::make_pair(vocab[b.l], vocab[b.r]);
-    });
-    merges.insert(merges.end(), local.begin(), local.end());
-  }
-  std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) { return a.score > b.score; });
-  for (auto& m : merges) c.merges.emplace_back(m.l, m.r);
-  c.unk_token = sp.IdToPiece(sp.unk_id());
+  auto bpe = test::spm_bpe_vocab_and_merges(model_path);
+  EXPECT_TRUE(bpe.has_value()) << bpe.status().to_string();
+  if (!bpe.has_value()) return c;
+  for (auto& [piece, id] : bpe->vocab) c.vocab.emplace_back(piece, id);
+  c.merges = std::move(bpe->merges);
+  c.unk_token = bpe->unk_token;
   c.fuse_unk = true;
   c.byte_fallback = true;
   return c;
@@ -346,9 +320,10 @@ BpeConfig llama_config(const sentencepiece::SentencePieceProcessor& sp) {
 Llama& llama() {
   static Llama* l = [] {
     auto* l = new Llama;  // leaked on purpose: shared by the tests of this binary
-    auto status = l->sp.Load(test::testdata_dir() + "/tokenizers/llama2-spm/tokenizer.model");
+    const std::string path = test::testdata_dir() + "/tokenizers/llama2-spm/tokenizer.model";
+    auto status = l->sp.Load(path);
     EXPECT_TRUE(status.ok()) << status.ToString();
-    l->model = make(llama_config(l->sp));
+    l->model = make(llama_config(path));
     return l;
   }();
   return *l;

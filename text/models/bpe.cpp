@@ -9,7 +9,7 @@
 #include <string>
 
 #include "base/check.h"
-#include "text/models/byte_fallback.h"
+#include "text/models/model_common.h"
 #include "text/token_model.h"
 
 namespace prism::text {
@@ -43,13 +43,12 @@ bool after(const Candidate& a, const Candidate& b) {
   return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
 }
 
-class Bpe final : public TokenModel {
+class Bpe final : public models::VocabularyModel {
  public:
   Bpe(BpeConfig config, StringIdMap vocab, std::vector<std::string> by_id, U64Map merges,
       std::optional<TokenId> unk_id)
-      : config_(std::move(config)),
-        vocab_(std::move(vocab)),
-        by_id_(std::move(by_id)),
+      : VocabularyModel(std::move(vocab), std::move(by_id)),
+        config_(std::move(config)),
         merges_(std::move(merges)),
         unk_id_(unk_id) {
     byte_ids_ = models::byte_fallback_ids(vocab_);
@@ -65,21 +64,13 @@ class Bpe final : public TokenModel {
 
   void tokenize(std::string_view piece, std::vector<TokenId>& out) const override;
 
-  std::optional<TokenId> token_to_id(std::string_view token) const override {
-    return models::find_id(vocab_, token);
-  }
-  std::string_view id_to_token(TokenId id) const override {
-    if (id < 0 || static_cast<size_t>(id) >= by_id_.size()) return {};
-    return by_id_[id];
-  }
-  int32_t vocab_size() const override { return static_cast<int32_t>(by_id_.size()); }
 
  private:
   // Bytes of the first UTF-8 character of s (>= 1 when s is not empty) and its code point.
   static size_t decode_one(std::string_view s, uint32_t& cp) {
     if (s.empty()) return 0;
     auto c = static_cast<unsigned char>(s[0]);
-    size_t n = std::min<size_t>(models::utf8_len(c), s.size());
+    size_t n = std::min<size_t>(utf8_sequence_length(static_cast<unsigned char>(c)), s.size());
     static constexpr unsigned char kLeadMask[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
     cp = c & kLeadMask[n];
     for (size_t i = 1; i < n; ++i) cp = (cp << 6) | (static_cast<unsigned char>(s[i]) & 0x3F);
@@ -89,8 +80,6 @@ class Bpe final : public TokenModel {
   void merge_all(std::vector<Symbol>& symbols) const;
 
   BpeConfig config_;  // vocab and merges moved out into the tables below
-  StringIdMap vocab_;
-  std::vector<std::string> by_id_;
   U64Map merges_;  // pair_key(left, right) -> rank << 32 | merged id
   std::optional<TokenId> unk_id_;
   std::array<TokenId, 256> byte_ids_;  // "<0xAB>" ids, -1 when absent
@@ -123,7 +112,7 @@ void Bpe::build_symbols(std::string_view piece, std::vector<Symbol>& symbols) co
     std::string_view ch = piece.substr(i, n);
     std::string_view s = ch;
     TokenId id = -1;
-    if (direct_ && cp < kDirectChars && n == static_cast<size_t>(models::utf8_len(ch[0]))) {
+    if (direct_ && cp < kDirectChars && n == utf8_sequence_length(static_cast<unsigned char>(ch[0]))) {
       id = char_ids_[cp];
     } else {
       if (!direct_) {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <string>
 
-#include "text/models/byte_fallback.h"
+#include "text/models/model_common.h"
 #include "text/token_model.h"
 
 namespace prism::text {
@@ -26,12 +26,11 @@ struct Node {
   TokenId id;     // that piece's id; unk_id (or -1 without one) for an unknown character
 };
 
-class Unigram final : public TokenModel {
+class Unigram final : public models::VocabularyModel {
  public:
   Unigram(UnigramConfig config, StringIdMap vocab, std::vector<std::string> by_id, std::vector<double> scores)
-      : config_(std::move(config)),
-        vocab_(std::move(vocab)),
-        by_id_(std::move(by_id)),
+      : VocabularyModel(std::move(vocab), std::move(by_id)),
+        config_(std::move(config)),
         scores_(std::move(scores)) {
     byte_ids_ = models::byte_fallback_ids(vocab_);
     build_trie();
@@ -39,14 +38,6 @@ class Unigram final : public TokenModel {
 
   void tokenize(std::string_view piece, std::vector<TokenId>& out) const override;
 
-  std::optional<TokenId> token_to_id(std::string_view token) const override {
-    return models::find_id(vocab_, token);
-  }
-  std::string_view id_to_token(TokenId id) const override {
-    if (id < 0 || static_cast<size_t>(id) >= by_id_.size()) return {};
-    return by_id_[id];
-  }
-  int32_t vocab_size() const override { return static_cast<int32_t>(by_id_.size()); }
 
  private:
   // NOTE: a byte trie; edges live in one hash map keyed node << 8 | byte, so a step is one
@@ -76,8 +67,6 @@ class Unigram final : public TokenModel {
             std::vector<TokenId>& out) const;
 
   UnigramConfig config_;  // vocab moved out into the tables
-  StringIdMap vocab_;
-  std::vector<std::string> by_id_;
   std::vector<double> scores_;     // [vocab] log-probability by id
   U64Map edges_;                  // node << 8 | byte -> child node
   std::vector<TokenId> terminal_;  // [nodes] id of the piece ending at the node, -1 if none
@@ -112,7 +101,7 @@ void Unigram::tokenize(std::string_view piece, std::vector<TokenId>& out) const 
   best[0].start = 0;
   for (int32_t start = 0; start < size;) {
     const double here = best[start].score;
-    const auto char_len = std::min<int32_t>(models::utf8_len(piece[start]), size - start);
+    const auto char_len = std::min<int32_t>(utf8_sequence_length(static_cast<unsigned char>(piece[start])), size - start);
     bool has_single_char = false;
     uint64_t node = 0;
     for (int32_t end = start; end < size; ++end) {

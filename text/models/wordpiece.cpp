@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "text/models/byte_fallback.h"
+#include "text/models/model_common.h"
 #include "text/token_model.h"
 
 namespace prism::text {
@@ -13,10 +13,12 @@ namespace {
 
 using models::StringIdMap;
 
-class WordPiece final : public TokenModel {
+class WordPiece final : public models::VocabularyModel {
  public:
   WordPiece(WordPieceConfig config, StringIdMap vocab, std::vector<std::string> by_id, TokenId unk_id)
-      : config_(std::move(config)), vocab_(std::move(vocab)), by_id_(std::move(by_id)), unk_id_(unk_id) {
+      : VocabularyModel(std::move(vocab), std::move(by_id)),
+        config_(std::move(config)),
+        unk_id_(unk_id) {
     for (const auto& [token, id] : vocab_) max_token_bytes_ = std::max(max_token_bytes_, token.size());
   }
 
@@ -63,14 +65,6 @@ class WordPiece final : public TokenModel {
     }
   }
 
-  std::optional<TokenId> token_to_id(std::string_view token) const override {
-    return models::find_id(vocab_, token);
-  }
-  std::string_view id_to_token(TokenId id) const override {
-    if (id < 0 || static_cast<size_t>(id) >= by_id_.size()) return {};
-    return by_id_[id];
-  }
-  int32_t vocab_size() const override { return static_cast<int32_t>(by_id_.size()); }
 
  private:
   static bool is_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
@@ -81,8 +75,6 @@ class WordPiece final : public TokenModel {
   }
 
   WordPieceConfig config_;  // vocab moved out into vocab_/by_id_
-  StringIdMap vocab_;
-  std::vector<std::string> by_id_;
   TokenId unk_id_;
   size_t max_token_bytes_ = 0;  // longest vocabulary string, prefix included
 };

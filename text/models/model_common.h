@@ -1,7 +1,7 @@
 // What the model stage's three models share: byte-fallback ids ("<0xAB>" tokens, the
 // SentencePiece way to spell a character the vocabulary lacks), a vocabulary map that looks
 // up string_views without allocating, a flat u64 -> u64 hash map for the hot lookups (BPE
-// merge pairs, Unigram trie edges) and UTF-8 stepping. Internal to text/models/: nothing
+// merge pairs, Unigram trie edges). Internal to text/models/: nothing
 // here is part of the TokenModel interface, and nothing here owns a tokenizer's state.
 #pragma once
 
@@ -18,6 +18,7 @@
 
 #include "base/status.h"
 #include "text/token_model.h"
+#include "text/utf8.h"
 
 namespace prism::text::models {
 
@@ -54,15 +55,24 @@ inline Status build_vocab(const std::vector<std::pair<std::string, TokenId>>& vo
   return Status();
 }
 
-// Bytes in the UTF-8 sequence that starts with lead byte c; a stray continuation or invalid
-// lead byte counts as one byte so malformed input still advances.
-inline int utf8_len(unsigned char c) {
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) return 2;
-  if ((c & 0xF0) == 0xE0) return 3;
-  if ((c & 0xF8) == 0xF0) return 4;
-  return 1;
-}
+// The vocabulary half every model answers the same way: string <-> id lookups over the
+// vocabulary it was built with.
+class VocabularyModel : public TokenModel {
+ public:
+  std::optional<TokenId> token_to_id(std::string_view token) const override { return find_id(vocab_, token); }
+  std::string_view id_to_token(TokenId id) const override {
+    if (id < 0 || static_cast<size_t>(id) >= by_id_.size()) return {};
+    return by_id_[id];
+  }
+  int32_t vocab_size() const override { return static_cast<int32_t>(by_id_.size()); }
+
+ protected:
+  VocabularyModel(StringIdMap vocab, std::vector<std::string> by_id)
+      : vocab_(std::move(vocab)), by_id_(std::move(by_id)) {}
+
+  StringIdMap vocab_;
+  std::vector<std::string> by_id_;  // id -> string; "" for ids the vocabulary skips
+};
 
 // "<0xAB>": HF formats the byte as {:#04X} ("<0x0A>"), SentencePiece as "<0x%02X>"; same text.
 inline std::string byte_token(unsigned char b) {
