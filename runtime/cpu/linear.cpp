@@ -20,8 +20,20 @@
 // correction. Measured at 1024^3: s8 x s8 (brgemm shifts the source to u8 and subtracts a
 // compensation that the pack-time reorder computes) runs within ~10% of raw u8 x s8 (the
 // machine's noise level), and faster than u8 with a zero point of 128 (which needs a
-// per-call compensation); the linear shapes reach 96-99% of raw u8 x s8. So the
+// per-call compensation); at BERT shapes u8 x s8 would gain 2-3%, within noise. So the
 // quantisation stays symmetric s8, which also keeps the zero exact.
+//
+// NOTE (int8 at BERT-base shapes, M = 4096, K = 768): measured on the shared 2-core Zen 4,
+// alternating variants. The raw s8 x s8 oneDNN matmul with per-N output scales runs at
+// 90-95% of its own 1024^3 u8 x s8 figure at 768->768 and 768->3072 (u8 x s8: 93-98%, the
+// difference within noise), so the GEMM is not the limit there; the passes around it are.
+// The quantise pass costs ~0.4 ms at [4096, 768] (noisy machine); the epilogue was the cost
+// (see int8_epilogue_rows). Tried and dropped: running quantise -> GEMM -> epilogue in row
+// blocks of 256/512 so activations and outputs stay in L2, (a) with the three passes each
+// parallel per block: 1.3-8x slower (one oneDNN fork-join per block), (b) each thread owning
+// whole blocks with a sequential oneDNN inside the parallel region: no gain beyond noise
+// (-10% to +10%), and it needs a user scratchpad per thread, since oneDNN 2.6's library
+// scratchpad is shared between concurrent executions (without it the output was wrong).
 #include <immintrin.h>
 
 #include <cmath>
@@ -190,24 +202,66 @@ inline float activate(float v, Activation act) {
   return v;
 }
 
+// One row block of the epilogue with the activation fixed at compile time.
+// NOTE (speed): measured at M = 4096 on Zen 4 (same process, the old one-vector kernel vs
+// four vectors per step, the outputs bit-identical, machine under load): the epilogue alone went from 3.7 to 1.2-1.4 ms at N = 768 (no
+// activation) and from 22-32 to 14-16 ms at N = 3072 with GELU(erf), where it had cost about
+// as much as the s8 GEMM itself. Two causes: each vector's activation is one ~35-op dependency
+// chain, so 4 independent vectors per step let the out-of-order core overlap them; and the
+// activation switch and the bias test are hoisted out of the loop (one instantiation each)
+// instead of being re-decided per vector. End to end (linear_bench, old and new binaries
+// back to back): 768->768 74% -> 82% of the 1024^3 peak, 768->3072 + GELU 48% -> 55%. The
+// rest of the GELU gap is the epilogue's erf math over [4096, 3072] f32 (oneDNN's fused
+// post-op in the bf16 path costs ~8%), which a per-thread row-blocked epilogue could hide.
+template <Activation kAct, bool kBias>
+void int8_epilogue_rows(float* y, int64_t m0, int64_t m1, int64_t N, const float* sx, const float* bias) {
+  for (int64_t m = m0; m < m1; ++m) {
+    float* row = y + m * N;
+    int64_t n = 0;
+#if defined(__AVX512F__)
+    const __m512 s = _mm512_set1_ps(sx[m]);
+    // v = y * s (+ b) for 16 lanes at n under mask.
+    auto scaled = [&](int64_t at, __mmask16 mask) {
+      const __m512 v = _mm512_maskz_loadu_ps(mask, row + at);
+      return kBias ? _mm512_fmadd_ps(v, s, _mm512_maskz_loadu_ps(mask, bias + at)) : _mm512_mul_ps(v, s);
+    };
+    const __mmask16 all = 0xffff;
+    for (; n + 64 <= N; n += 64) {
+      const __m512 v0 = scaled(n, all), v1 = scaled(n + 16, all);
+      const __m512 v2 = scaled(n + 32, all), v3 = scaled(n + 48, all);
+      _mm512_storeu_ps(row + n, activate512(v0, kAct));
+      _mm512_storeu_ps(row + n + 16, activate512(v1, kAct));
+      _mm512_storeu_ps(row + n + 32, activate512(v2, kAct));
+      _mm512_storeu_ps(row + n + 48, activate512(v3, kAct));
+    }
+    for (; n < N; n += 16) {
+      const __mmask16 mask = N - n >= 16 ? all : __mmask16((1u << (N - n)) - 1);
+      _mm512_mask_storeu_ps(row + n, mask, activate512(scaled(n, mask), kAct));
+    }
+#endif
+    for (; n < N; ++n) row[n] = activate(row[n] * sx[m] + (kBias ? bias[n] : 0.0f), kAct);
+  }
+}
+
+template <Activation kAct>
+void int8_epilogue_act(float* y, int64_t M, int64_t N, const float* sx, const float* bias) {
+  parallel_for(M, std::max<int64_t>(1, 4096 / std::max<int64_t>(N, 1)), [&](int64_t m0, int64_t m1) {
+    if (bias)
+      int8_epilogue_rows<kAct, true>(y, m0, m1, N, sx, bias);
+    else
+      int8_epilogue_rows<kAct, false>(y, m0, m1, N, sx, bias);
+  });
+}
+
 // y: [M, N] f32 in place; sx: [M]; bias: [N] or null.
 void int8_epilogue(float* y, int64_t M, int64_t N, const float* sx, const float* bias, Activation act) {
-  parallel_for(M, std::max<int64_t>(1, 4096 / std::max<int64_t>(N, 1)), [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      float* row = y + m * N;
-      int64_t n = 0;
-#if defined(__AVX512F__)
-      const __m512 s = _mm512_set1_ps(sx[m]);
-      for (; n < N; n += 16) {
-        const __mmask16 mask = N - n >= 16 ? __mmask16(0xffff) : __mmask16((1u << (N - n)) - 1);
-        __m512 v = _mm512_maskz_loadu_ps(mask, row + n);
-        v = bias ? _mm512_fmadd_ps(v, s, _mm512_maskz_loadu_ps(mask, bias + n)) : _mm512_mul_ps(v, s);
-        _mm512_mask_storeu_ps(row + n, mask, activate512(v, act));
-      }
-#endif
-      for (; n < N; ++n) row[n] = activate(row[n] * sx[m] + (bias ? bias[n] : 0.0f), act);
-    }
-  });
+  switch (act) {
+    case Activation::none: return int8_epilogue_act<Activation::none>(y, M, N, sx, bias);
+    case Activation::relu: return int8_epilogue_act<Activation::relu>(y, M, N, sx, bias);
+    case Activation::gelu_erf: return int8_epilogue_act<Activation::gelu_erf>(y, M, N, sx, bias);
+    case Activation::gelu_tanh: return int8_epilogue_act<Activation::gelu_tanh>(y, M, N, sx, bias);
+    case Activation::silu: return int8_epilogue_act<Activation::silu>(y, M, N, sx, bias);
+  }
 }
 
 }  // namespace
