@@ -17,10 +17,19 @@
 namespace {
 
 // PRISM_THREADS sets the one OpenMP pool (shared with oneDNN); unset: one thread per core.
-void configure_threads() {
-  int n = 0;
-  if (const char* env = std::getenv("PRISM_THREADS")) n = std::atoi(env);
-  prism::set_num_threads(n);
+// Returns false, having said why, when it is set to anything but a positive integer.
+bool configure_threads() {
+  long n = 0;
+  if (const char* env = std::getenv("PRISM_THREADS"); env && *env) {
+    char* end = nullptr;
+    n = std::strtol(env, &end, 10);
+    if (*end != '\0' || n <= 0 || n > 4096) {
+      std::fprintf(stderr, "prism: PRISM_THREADS must be a positive integer, got '%s'\n", env);
+      return false;
+    }
+  }
+  prism::set_num_threads(static_cast<int>(n));
+  return true;
 }
 
 }  // namespace
@@ -76,7 +85,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  configure_threads();
+  if (!configure_threads()) return 2;
 
   if (info->parsed()) return prism::app::run_info();
   if (tokenize->parsed()) return prism::app::run_tokenize(tokenize_model, tokenize_no_special, tokenize_decode);

@@ -1,6 +1,6 @@
 // `prism serve` and `prism demo` start-up: bad configs stop it with FILE:LINE: key, a port in
-// use stops it, a task without an engine stops it (all exit 1); the demo set is written and
-// served; CLI flags override the file.
+// use stops it, a task without an engine stops it (all exit 1), a bad PRISM_THREADS stops any
+// command (exit 2); the demo set is written and served; CLI flags override the file.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -29,6 +29,16 @@ test('an invalid config stops start-up naming the file, line and key (exit 1)', 
   const missing = await runPrism(['serve', '--config', '/nonexistent/prism.toml']);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /cannot read config file \/nonexistent\/prism.toml/);
+});
+
+test('a PRISM_THREADS that is not a positive integer is refused (exit 2)', async () => {
+  for (const value of ['abc', '0', '-3', '2x']) {
+    const r = await runPrism(['--version'], { env: { PRISM_THREADS: value } });
+    assert.equal(r.code, 0, 'flags that exit before any work ignore it');
+    const info = await runPrism(['demo', 'init', tempDir()], { env: { PRISM_THREADS: value } });
+    assert.equal(info.code, 2, info.stderr);
+    assert.ok(info.stderr.includes(`PRISM_THREADS must be a positive integer, got '${value}'`), info.stderr);
+  }
 });
 
 test('a port in use stops start-up with a clear error (exit 1)', async () => {

@@ -59,9 +59,9 @@ export function writeConfig(text, dir = tempDir()) {
 }
 
 // Runs prism to completion (for start-up errors): {code, stdout, stderr}.
-export function runPrism(args, { timeoutMs = 20000 } = {}) {
+export function runPrism(args, { timeoutMs = 20000, env = {} } = {}) {
   return new Promise((resolve) => {
-    execFile(PRISM_BIN, args, { timeout: timeoutMs, env: { ...process.env, PRISM_THREADS: '1' } },
+    execFile(PRISM_BIN, args, { timeout: timeoutMs, env: { ...process.env, PRISM_THREADS: '1', ...env } },
       (err, stdout, stderr) => resolve({ code: err ? (err.code ?? 1) : 0, signal: err?.signal, stdout, stderr }));
   });
 }
