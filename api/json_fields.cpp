@@ -60,13 +60,17 @@ void JsonFields::fail(std::string_view field, std::string_view problem) {
   if (!error_) error_ = invalid_field(name(field), problem);
 }
 
+void JsonFields::fail_missing(std::string_view field) {
+  error_ = invalid_field(name(field), "this field is required.");
+  error_->message = "Missing required parameter: '" + name(field) + "'.";
+  error_->code = "missing_required_parameter";
+}
+
 std::string JsonFields::required_string(std::string_view field) {
   if (!ok()) return {};
   const nlohmann::json* v = find(field);
   if (!v) {
-    error_ = invalid_field(name(field), "this field is required.");
-    error_->message = "Missing required parameter: '" + name(field) + "'.";
-    error_->code = "missing_required_parameter";
+    fail_missing(field);
     return {};
   }
   if (!v->is_string()) {
@@ -90,9 +94,7 @@ std::string JsonFields::optional_string(std::string_view field, std::string fall
 int64_t JsonFields::required_int(std::string_view field, int64_t lo, int64_t hi) {
   if (!ok()) return lo;
   if (!find(field)) {
-    error_ = invalid_field(name(field), "this field is required.");
-    error_->message = "Missing required parameter: '" + name(field) + "'.";
-    error_->code = "missing_required_parameter";
+    fail_missing(field);
     return lo;
   }
   return optional_int(field, lo, lo, hi);
@@ -150,9 +152,7 @@ std::vector<std::string> JsonFields::required_strings(std::string_view field) {
   if (!ok()) return {};
   const nlohmann::json* v = find(field);
   if (!v) {
-    error_ = invalid_field(name(field), "this field is required.");
-    error_->message = "Missing required parameter: '" + name(field) + "'.";
-    error_->code = "missing_required_parameter";
+    fail_missing(field);
     return {};
   }
   if (v->is_string()) return {v->get<std::string>()};

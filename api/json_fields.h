@@ -54,6 +54,7 @@ class JsonFields {
 
   // Records an error for a field found wrong by the caller's own check (first one wins).
   void fail(std::string_view field, std::string_view problem);
+  void fail_missing(std::string_view field);  // OpenAI's "Missing required parameter" 400
 
  private:
   const nlohmann::json* find(std::string_view field) const;  // nullptr when absent or null
