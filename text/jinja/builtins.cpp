@@ -839,7 +839,9 @@ std::string indent(std::string s, const Value* width, bool first, bool blank) {
   s += "\n";  // jinja2's quirk so splitlines keeps a trailing empty line
   std::vector<std::string> lines;
   CallArgs none;
-  for (const Value& l : str_method(s, "splitlines", none).items()) lines.push_back(l.str());
+  const Value split = str_method(s, "splitlines", none);  // named: a range-for over a temporary's
+                                                          // member would read freed memory
+  for (const Value& l : split.items()) lines.push_back(l.str());
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) out += "\n";

@@ -173,8 +173,11 @@ class Interp {
 
   Value make_macro(const Node& n) {
     // Macros see the globals and the template's top level, not the caller's loop scopes.
-    std::vector<FramePtr> scope = {frames_[0], frames_[1]};
-    return Value::function(n.text, [this, &n, scope](CallArgs& a) {
+    // NOTE: those two frames are looked up at call time (every scope starts with them), not
+    // captured: the macro is stored in the top-level frame, and capturing that frame would
+    // make a shared_ptr cycle that outlives the render.
+    return Value::function(n.text, [this, &n](CallArgs& a) {
+      const std::vector<FramePtr> scope = {frames_[0], frames_[1]};
       auto frame = std::make_shared<Frame>();
       if (a.positional.size() > n.params.size())
         fail("macro '" + n.text + "' takes not more than " + std::to_string(n.params.size()) + " argument(s)");
