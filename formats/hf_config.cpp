@@ -5,9 +5,10 @@
 #include "formats/hf_config.h"
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include "base/file.h"
 
 namespace prism::formats {
 
@@ -59,15 +60,9 @@ Result<HfConfig> HfConfig::load(const std::string& dir_or_file) {
   std::error_code ec;
   const std::string path =
       fs::is_directory(dir_or_file, ec) ? (fs::path(dir_or_file) / "config.json").string() : dir_or_file;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return not_found("cannot open " + path + ": no config.json there");
-  std::string text;
-  char buf[65536];
-  while (size_t n = std::fread(buf, 1, sizeof buf, f)) text.append(buf, n);
-  const bool failed = std::ferror(f);
-  std::fclose(f);
-  if (failed) return data_loss("cannot read " + path);
-  return parse(text, path);
+  Result<std::string> text = read_file(path);
+  if (!text) return Status(text.status().code(), text.status().message() + ": no readable config.json there");
+  return parse(*text, path);
 }
 
 Result<HfConfig> HfConfig::parse(const std::string& json_text, const std::string& origin) {

@@ -2,11 +2,11 @@
 // rest reads the tree with explicit type checks so every error carries its key and line.
 #include "serving/config.h"
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <toml++/toml.h>
+
+#include "base/file.h"
 
 namespace prism::serving {
 
@@ -433,11 +433,9 @@ Result<Config> parse_config(std::string_view toml_text, std::string_view file) {
 }
 
 Result<Config> load_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot read config file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  Result<std::string> text = read_file(path);
+  if (!text) return Status(text.status().code(), "cannot read config file " + path + ": " + text.status().message());
+  return parse_config(*text, path);
 }
 
 // ---------------------------------------------------------------------------------------

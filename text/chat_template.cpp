@@ -2,9 +2,8 @@
 // transformers passes to it (see chat_template.h).
 #include "text/chat_template.h"
 
-#include <fstream>
-#include <sstream>
 
+#include "base/file.h"
 #include "text/jinja/interpreter.h"
 
 namespace prism::text {
@@ -36,13 +35,10 @@ Result<ChatTemplate> ChatTemplate::from_string(const std::string& source, std::s
 
 Result<ChatTemplate> ChatTemplate::load(const std::string& model_dir) {
   const std::string path = model_dir + "/tokenizer_config.json";
-  std::ifstream in(path);
-  if (!in) return not_found("cannot open " + path);
-  std::stringstream text;
-  text << in.rdbuf();
+  PRISM_ASSIGN_OR_RETURN(const std::string text, read_file(path));
   json config;
   try {
-    config = json::parse(text.str());
+    config = json::parse(text);
   } catch (const json::exception& e) {
     return invalid_argument(path + ": " + e.what());
   }

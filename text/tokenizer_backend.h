@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/file.h"
 #include "base/status.h"
 #include "text/encoding.h"
 #include "text/tokenizer.h"
@@ -45,8 +46,5 @@ Result<LoadedTokenizer> load_bert_vocab(const std::string& vocab_txt_path, bool 
 Result<LoadedTokenizer> load_gpt2_vocab(const std::string& vocab_json_path, const std::string& merges_txt_path);
 // sentencepiece_tokenizer.cpp: a SentencePiece .model.
 Result<LoadedTokenizer> load_sentencepiece(const std::string& model_path);
-
-// Reads a whole file; not_found / data_loss name it.
-Result<std::string> read_file(const std::string& path);
 
 }  // namespace prism::text

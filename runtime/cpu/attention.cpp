@@ -8,6 +8,7 @@
 // Padding (kv_lens): positions stay aligned to the slot length k_len from cu_seqlens_k (as
 // in a right-padded batch); only which keys are attended changes.
 #include <cmath>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -41,6 +42,26 @@ float resolve_scale(const AttentionParams& params, int64_t head_dim) {
 
 void check_heads(int64_t hq, int64_t hkv) {
   PRISM_CHECK_MSG(hkv > 0 && hq % hkv == 0, "attention: num_q_heads must be a multiple of num_kv_heads");
+}
+
+// Fills in what both entry points share (queries, output, heads, scale, mask, sequences)
+// on a problem whose K/V fields the caller set, and runs the kernel. Returns [Tq, Hq, D] f32.
+Tensor run_problem(cpu::AttnProblem& p, const Tensor& q, int64_t hkv, const AttentionParams& params,
+                   std::span<const cpu::AttnSeq> seqs) {
+  const int64_t hq = q.size(1), D = q.size(2);
+  Tensor out = Tensor::empty({q.size(0), hq, D}, DType::f32);
+  p.q = q.data<float>();
+  p.q_stride_t = q.stride(0);
+  p.q_stride_h = q.stride(1);
+  p.out = out.data<float>();
+  p.num_q_heads = int(hq);
+  p.num_kv_heads = int(hkv);
+  p.head_dim = int(D);
+  p.scale = resolve_scale(params, D);
+  p.causal = params.causal;
+  p.seqs = seqs;
+  cpu::run_attention(p);
+  return out;
 }
 
 }  // namespace
@@ -82,12 +103,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     a.block_table = nullptr;
   }
 
-  Tensor out = Tensor::empty({q.size(0), hq, D}, DType::f32);
   cpu::AttnProblem p;
-  p.q = q.data<float>();
-  p.q_stride_t = q.stride(0);
-  p.q_stride_h = q.stride(1);
-  p.out = out.data<float>();
   p.k = k.data<float>();
   p.v = v.data<float>();
   p.kv_dtype = DType::f32;
@@ -96,14 +112,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   p.v_stride_t = v.stride(0);
   p.v_stride_h = v.stride(1);
   p.block_size = 0;
-  p.num_q_heads = int(hq);
-  p.num_kv_heads = int(hkv);
-  p.head_dim = int(D);
-  p.scale = resolve_scale(params, D);
-  p.causal = params.causal;
-  p.seqs = seq_list;
-  cpu::run_attention(p);
-  return out;
+  return run_problem(p, q, hkv, params, seq_list);
 }
 
 namespace {
@@ -196,26 +205,14 @@ Tensor paged_attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedK
       PRISM_CHECK_MSG(a.block_table[b] >= 0 && a.block_table[b] < num_blocks, "paged_attention: block id out of range");
   }
 
-  Tensor out = Tensor::empty({q.size(0), hq, D}, DType::f32);
   cpu::AttnProblem p;
-  p.q = q.data<float>();
-  p.q_stride_t = q.stride(0);
-  p.q_stride_h = q.stride(1);
-  p.out = out.data<float>();
   p.k = kv.k_cache.raw_data();
   p.v = kv.v_cache.raw_data();
   p.kv_dtype = kv.k_cache.dtype();
   p.k_stride_t = p.v_stride_t = hkv * D;
   p.k_stride_h = p.v_stride_h = D;
   p.block_size = int(block_size);
-  p.num_q_heads = int(hq);
-  p.num_kv_heads = int(hkv);
-  p.head_dim = int(D);
-  p.scale = resolve_scale(params, D);
-  p.causal = params.causal;
-  p.seqs = seq_list;
-  cpu::run_attention(p);
-  return out;
+  return run_problem(p, q, hkv, params, seq_list);
 }
 
 }  // namespace prism::ops

@@ -3,6 +3,7 @@
 #include "test_util/spm_to_json.h"
 
 #include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
 
 #include <algorithm>
 #include <unordered_map>
@@ -28,7 +29,29 @@ json added_token(int id, const std::string& content) {
           {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
+// Feeds a vector of sentences to the trainer.
+class VectorIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit VectorIterator(const std::vector<std::string>& v) : v_(v) {}
+  bool done() const override { return i_ >= v_.size(); }
+  void Next() override { ++i_; }
+  const std::string& value() const override { return v_[i_]; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  const std::vector<std::string>& v_;
+  size_t i_ = 0;
+};
+
 }  // namespace
+
+Result<std::string> train_sentencepiece(const std::vector<std::string>& corpus, const std::string& args) {
+  VectorIterator it(corpus);
+  std::string proto;
+  auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &proto);
+  if (!status.ok()) return internal_error("SentencePiece training failed: " + status.ToString());
+  return proto;
+}
 
 Result<SpmBpe> spm_bpe_vocab_and_merges(const std::string& model_path) {
   sentencepiece::SentencePieceProcessor sp;

@@ -1,7 +1,8 @@
 // Builds a Hugging Face tokenizer.json (Llama 2 layout: BPE with byte_fallback, Prepend +
 // Replace normalizer or a Metaspace pre-tokenizer, ByteFallback/Fuse/Strip decoder) from a
 // SentencePiece BPE .model, deriving merges as HF's SentencePieceExtractor does. Lets tests
-// check the tokenizer.json pipeline against libsentencepiece on the same vocabulary.
+// check the tokenizer.json pipeline against libsentencepiece on the same vocabulary; and trains
+// small SentencePiece models for oracle tests.
 #pragma once
 
 #include <string>
@@ -30,5 +31,9 @@ struct SpmBpe {
 Result<SpmBpe> spm_bpe_vocab_and_merges(const std::string& model_path);
 
 Result<std::string> spm_to_tokenizer_json(const std::string& model_path, SpmJsonLayout layout);
+
+// Trains a SentencePiece model in-process on `corpus` with trainer flags `args`
+// ("--model_type=unigram --vocab_size=..."); returns the serialised ModelProto.
+Result<std::string> train_sentencepiece(const std::vector<std::string>& corpus, const std::string& args);
 
 }  // namespace prism::test

@@ -4,7 +4,6 @@
 // tokenizer.json in the t5-small / xlm-roberta-base layouts and Prism's ids must equal
 // SentencePieceProcessor::Encode on text full of characters NFKC rewrites.
 #include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
 
 #include <cmath>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_util/spm_to_json.h"
 #include "text/normalizers.h"
 #include "text/precompiled.h"
 #include "text/tokenizer.h"
@@ -78,19 +78,6 @@ std::string proto_field(std::string_view msg, uint32_t field) {
   }
   return "";
 }
-
-class VectorIterator : public sentencepiece::SentenceIterator {
- public:
-  explicit VectorIterator(const std::vector<std::string>& v) : v_(v) {}
-  bool done() const override { return i_ >= v_.size(); }
-  void Next() override { ++i_; }
-  const std::string& value() const override { return v_[i_]; }
-  sentencepiece::util::Status status() const override { return {}; }
-
- private:
-  const std::vector<std::string>& v_;
-  size_t i_ = 0;
-};
 
 std::vector<std::string> training_corpus() {
   const std::vector<std::string> lines = {
@@ -163,12 +150,12 @@ const TrainedModel& trained() {
   static TrainedModel* m = [] {
     auto* t = new TrainedModel;
     const auto corpus = training_corpus();
-    VectorIterator it(corpus);
     const std::string args =
         "--model_type=unigram --normalization_rule_name=nmt_nfkc --vocab_size=600 --hard_vocab_limit=false "
         "--character_coverage=0.9995 --num_threads=1 --minloglevel=2";
-    auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &t->proto);
-    EXPECT_TRUE(status.ok()) << status.ToString();
+    auto proto = test::train_sentencepiece(corpus, args);
+    EXPECT_TRUE(proto.has_value()) << proto.status().to_string();
+    t->proto = proto.has_value() ? *proto : std::string();
     EXPECT_TRUE(t->sp.LoadFromSerializedProto(t->proto).ok());
     t->charsmap = proto_field(proto_field(t->proto, 3), 2);
     return t;

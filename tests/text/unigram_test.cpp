@@ -2,7 +2,6 @@
 // strings, unk fusion and byte fallback as HF does them, and libsentencepiece itself as the
 // oracle on unigram models it trains here from a small synthetic corpus.
 #include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
 
 #include <cmath>
 #include <cstdio>
@@ -13,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util/spm_to_json.h"
 #include "text/token_model.h"
 
 namespace prism::text {
@@ -135,19 +135,6 @@ TEST(Unigram, ViterbiMatchesExhaustiveSearch) {
 
 // ---- libsentencepiece as the oracle, on unigram models it trains here ----
 
-class VectorIterator : public sentencepiece::SentenceIterator {
- public:
-  explicit VectorIterator(const std::vector<std::string>& v) : v_(v) {}
-  bool done() const override { return i_ >= v_.size(); }
-  void Next() override { ++i_; }
-  const std::string& value() const override { return v_[i_]; }
-  sentencepiece::util::Status status() const override { return {}; }
-
- private:
-  const std::vector<std::string>& v_;
-  size_t i_ = 0;
-};
-
 std::vector<std::string> random_sentences(uint32_t seed, int n) {
   const std::vector<std::string> words = {
       "the",  "a",      "tokenizer", "model",  "unigram", "piece", "sentence", "score", "viterbi", "lattice",
@@ -175,18 +162,16 @@ std::string spm_normalize(std::string_view text) {  // identity rules, dummy pre
 
 void check_against_sentencepiece(bool byte_fallback) {
   std::vector<std::string> train = random_sentences(5, 3000);
-  VectorIterator it(train);
-  std::string proto;
   std::string args =
       "--model_type=unigram --normalization_rule_name=identity --vocab_size=" +
       std::string(byte_fallback ? "420" : "150") +  // byte fallback reserves 256 pieces
       " "
       "--remove_extra_whitespaces=false --character_coverage=0.995 --hard_vocab_limit=false "
       "--num_threads=1 --minloglevel=2 --byte_fallback=" + std::string(byte_fallback ? "true" : "false");
-  auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &proto);
-  ASSERT_TRUE(status.ok()) << status.ToString();
+  auto proto = test::train_sentencepiece(train, args);
+  ASSERT_TRUE(proto.has_value()) << proto.status().to_string();
   sentencepiece::SentencePieceProcessor sp;
-  ASSERT_TRUE(sp.LoadFromSerializedProto(proto).ok());
+  ASSERT_TRUE(sp.LoadFromSerializedProto(*proto).ok());
 
   UnigramConfig c;  // as HF's converter: every piece with its score, id = index
   for (int id = 0; id < sp.GetPieceSize(); ++id) c.vocab.emplace_back(sp.IdToPiece(id), sp.GetScore(id));
