@@ -56,11 +56,11 @@ double seconds_since(Clock::time_point t, Clock::time_point now) {
 
 }  // namespace
 
-Deployment::Deployment(DeploymentConfig config, EngineFactory factory, MetricsRegistry& metrics,
+Deployment::Deployment(DeploymentConfig config, EngineKind kind, MetricsRegistry& metrics,
                        std::unique_ptr<RequestQueue> queue)
     : config_(std::move(config)),
       modality_(modality_of_task(config_.task)),
-      factory_(std::move(factory)),
+      kind_(std::move(kind)),
       registry_(metrics),
       queue_(queue ? std::move(queue) : std::make_unique<InProcessQueue>(config_.batching.queue_capacity)),
       labels_{{"deployment", config_.name}, {"modality", modality_}},
@@ -107,12 +107,16 @@ void Deployment::replica_main(int index) {
   Status status;
   // Engines should not throw, but a library inside one might: a failed load, not a crash.
   try {
-    Result<std::unique_ptr<Engine>> made = factory_(config_);
-    if (made.has_value()) {
-      engine = std::move(made).value();
-      status = engine->load();
-    } else {
-      status = made.status();
+    status = build_frontend();
+    if (status.ok()) {
+      const EngineContext context{config_, frontend_, registry_, labels_, index, config_.replicas};
+      Result<std::unique_ptr<Engine>> made = kind_.engine(context);
+      if (made.has_value()) {
+        engine = std::move(made).value();
+        status = engine->load();
+      } else {
+        status = made.status();
+      }
     }
   } catch (const std::exception& e) {
     status = internal_error(std::string("exception while loading: ") + e.what());
@@ -139,6 +143,16 @@ void Deployment::replica_main(int index) {
   ReplicaSource source(*this);
   engine->serve(source);
   engine.reset();  // released on the thread that owns it
+}
+
+Status Deployment::build_frontend() {
+  std::call_once(frontend_once_, [&] {
+    if (!kind_.frontend) return;
+    Result<FrontendPtr> made = kind_.frontend(config_);
+    if (made.has_value()) frontend_ = std::move(made).value();
+    else frontend_status_ = made.status();
+  });
+  return frontend_status_;
 }
 
 void Deployment::on_batch(std::span<const RequestPtr> batch) {

@@ -51,7 +51,7 @@ class Deployment {
  public:
   // `queue` null: an InProcessQueue with the policy's queue_capacity. `config` must be valid
   // (Config::validate). `metrics` must outlive the deployment: its series live there.
-  Deployment(DeploymentConfig config, EngineFactory factory, MetricsRegistry& metrics,
+  Deployment(DeploymentConfig config, EngineKind kind, MetricsRegistry& metrics,
              std::unique_ptr<RequestQueue> queue = nullptr);
   ~Deployment();  // stop() with no grace limit, if still running
   Deployment(const Deployment&) = delete;
@@ -63,6 +63,9 @@ class Deployment {
   // failed_precondition before start().
   Status wait_ready();
   bool ready() const { return ready_.load(std::memory_order_acquire); }
+  // The task's frontend (tokenizer, limits), shared with the api; null until the deployment
+  // is ready, and for tasks without one.
+  FrontendPtr frontend() const { return ready() ? frontend_ : nullptr; }
 
   // Any thread. ok: the request is queued and its completion will run exactly once.
   // Otherwise the request was not taken and its completion never runs:
@@ -89,6 +92,8 @@ class Deployment {
   friend class ReplicaSource;
 
   void replica_main(int index);
+  // Builds the frontend once (the first replica to get here); every replica then shares it.
+  Status build_frontend();
   // Request bookkeeping: a batch leaves the queue; a request completes (any thread).
   void on_batch(std::span<const RequestPtr> batch);
   void on_request_done(Request& r, std::string_view status_label);
@@ -96,7 +101,7 @@ class Deployment {
 
   const DeploymentConfig config_;
   const std::string modality_;
-  const EngineFactory factory_;
+  const EngineKind kind_;
   MetricsRegistry& registry_;
   std::unique_ptr<RequestQueue> queue_;
 
@@ -122,6 +127,9 @@ class Deployment {
   Status load_error_;
   nlohmann::json engine_info_ = nlohmann::json::object();
   std::vector<std::thread> replicas_;
+  std::once_flag frontend_once_;
+  Status frontend_status_;  // written once under frontend_once_
+  FrontendPtr frontend_;    // written once under frontend_once_; read after ready_
 };
 
 }  // namespace prism::serving

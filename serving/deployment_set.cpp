@@ -9,18 +9,18 @@ DeploymentSet::DeploymentSet(MetricsRegistry& metrics) : metrics_(metrics) {}
 
 DeploymentSet::~DeploymentSet() { stop_all(); }
 
-Status DeploymentSet::add(const DeploymentConfig& config, EngineFactory factory) {
+Status DeploymentSet::add(const DeploymentConfig& config, EngineKind kind) {
   for (const auto& d : deployments_)
     if (d->name() == config.name) return invalid_argument("duplicate deployment name '" + config.name + "'");
-  deployments_.push_back(std::make_unique<Deployment>(config, std::move(factory), metrics_));
+  deployments_.push_back(std::make_unique<Deployment>(config, std::move(kind), metrics_));
   return {};
 }
 
 Status DeploymentSet::add(const DeploymentConfig& config, const EngineFactories& engines) {
-  Result<EngineFactory> factory = engines.find(config.task);
-  if (!factory.has_value())
-    return Status(factory.status().code(), "deployment " + config.name + ": " + factory.status().message());
-  return add(config, std::move(factory).value());
+  Result<EngineKind> kind = engines.find(config.task);
+  if (!kind.has_value())
+    return Status(kind.status().code(), "deployment " + config.name + ": " + kind.status().message());
+  return add(config, std::move(kind).value());
 }
 
 Status DeploymentSet::add_all(const Config& config, const EngineFactories& engines) {

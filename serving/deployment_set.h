@@ -26,7 +26,7 @@ class DeploymentSet {
   // Before start_all only. invalid_argument for a duplicate name; not_found when no engine
   // serves the task.
   Status add(const DeploymentConfig& config, const EngineFactories& engines);
-  Status add(const DeploymentConfig& config, EngineFactory factory);
+  Status add(const DeploymentConfig& config, EngineKind kind);
   // Every [[deployment]] of the config.
   Status add_all(const Config& config, const EngineFactories& engines);
 

@@ -67,8 +67,8 @@ void EchoEngine::run_batch(std::span<const RequestPtr> batch) {
 nlohmann::json EchoEngine::describe() const { return {{"engine", "echo"}, {"delay_us", delay_us_}}; }
 
 EngineFactory echo_engine_factory(std::shared_ptr<EchoStats> stats) {
-  return [stats](const DeploymentConfig& config) -> Result<std::unique_ptr<Engine>> {
-    return std::unique_ptr<Engine>(std::make_unique<EchoEngine>(config, stats));
+  return [stats](const EngineContext& context) -> Result<std::unique_ptr<Engine>> {
+    return std::unique_ptr<Engine>(std::make_unique<EchoEngine>(context.config, stats));
   };
 }
 

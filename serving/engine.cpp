@@ -27,19 +27,19 @@ void Engine::serve(BatchSource& source) {
   }
 }
 
-void EngineFactories::add(std::string task, EngineFactory factory) {
-  for (auto& [t, f] : factories_)
+void EngineFactories::add(std::string task, EngineKind kind) {
+  for (auto& [t, k] : factories_)
     if (t == task) {
-      f = std::move(factory);
+      k = std::move(kind);
       return;
     }
-  factories_.emplace_back(std::move(task), std::move(factory));
+  factories_.emplace_back(std::move(task), std::move(kind));
 }
 
-Result<EngineFactory> EngineFactories::find(std::string_view task) const {
+Result<EngineKind> EngineFactories::find(std::string_view task) const {
   std::string known;
-  for (const auto& [t, f] : factories_) {
-    if (t == task) return f;
+  for (const auto& [t, k] : factories_) {
+    if (t == task) return k;
     known += (known.empty() ? "" : ", ") + t;
   }
   return not_found("no engine for task '" + std::string(task) + "' (engines: " + (known.empty() ? "none" : known) +

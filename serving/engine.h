@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "serving/metrics.h"
 #include "serving/request.h"
 
 namespace prism::serving {
@@ -57,19 +58,48 @@ class Engine {
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
 };
 
-// Builds one engine per replica (called on the replica thread, before load).
-using EngineFactory = std::function<Result<std::unique_ptr<Engine>>(const DeploymentConfig& config)>;
+// Per-deployment state shared, read-only, by the api's I/O threads and every replica: what a
+// route needs before it queues a request (a tokenizer, the model's limits, its embedding
+// space). Built once per deployment, before any engine, by the task's FrontendFactory; the
+// route downcasts it to the task's type (e.g. engines/encode's EmbedFrontend).
+class Frontend {
+ public:
+  virtual ~Frontend() = default;
+};
+using FrontendPtr = std::shared_ptr<const Frontend>;
+using FrontendFactory = std::function<Result<FrontendPtr>(const DeploymentConfig& config)>;
 
-// Engine factories by task ("embed", "chat", "echo", ...). app/ registers the engines it
+// What an engine factory is given for one replica.
+struct EngineContext {
+  const DeploymentConfig& config;  // outlives the engine
+  FrontendPtr frontend;            // null when the task has no frontend
+  MetricsRegistry& metrics;        // engine series (labelled with `labels`) live here
+  const Labels& labels;            // {deployment, modality} of this deployment
+  int replica = 0;                 // 0 .. replicas - 1
+  int replicas = 1;                // the deployment's replica count: replicas share the cores
+};
+
+// Builds one engine per replica (called on the replica thread, before load).
+using EngineFactory = std::function<Result<std::unique_ptr<Engine>>(const EngineContext& context)>;
+
+// How a task is served: its engine, and optionally its frontend.
+struct EngineKind {
+  EngineKind(EngineFactory engine_factory, FrontendFactory frontend_factory = nullptr)  // NOLINT: implicit on purpose
+      : engine(std::move(engine_factory)), frontend(std::move(frontend_factory)) {}
+  EngineFactory engine;
+  FrontendFactory frontend;  // may be null
+};
+
+// Engine kinds by task ("embed", "chat", "echo", ...). app/ registers the engines it
 // links; serving never names engines/ itself, except its own echo test engine.
 class EngineFactories {
  public:
-  void add(std::string task, EngineFactory factory);
+  void add(std::string task, EngineKind kind);
   // not_found naming the task and the tasks that have an engine.
-  Result<EngineFactory> find(std::string_view task) const;
+  Result<EngineKind> find(std::string_view task) const;
 
  private:
-  std::vector<std::pair<std::string, EngineFactory>> factories_;
+  std::vector<std::pair<std::string, EngineKind>> factories_;
 };
 
 }  // namespace prism::serving

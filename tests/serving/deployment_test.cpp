@@ -108,7 +108,7 @@ class GateEngine final : public Engine {
 };
 
 EngineFactory gate_factory(Gate& g) {
-  return [&g](const DeploymentConfig&) -> Result<std::unique_ptr<Engine>> {
+  return [&g](const EngineContext&) -> Result<std::unique_ptr<Engine>> {
     return std::unique_ptr<Engine>(std::make_unique<GateEngine>(g));
   };
 }
@@ -385,9 +385,9 @@ TEST(Deployment, EngineBugsStillCompleteOnce) {
   Collector col;
   {
     Deployment d(echo_config("buggy"),
-                 [](const DeploymentConfig&) -> Result<std::unique_ptr<Engine>> {
+                 EngineFactory([](const EngineContext&) -> Result<std::unique_ptr<Engine>> {
                    return std::unique_ptr<Engine>(std::make_unique<BuggyEngine>());
-                 },
+                 }),
                  metrics);
     d.start();
     ASSERT_TRUE(d.wait_ready().ok());
@@ -402,9 +402,9 @@ TEST(Deployment, EngineBugsStillCompleteOnce) {
   EXPECT_EQ(col.get("forget").status.code(), StatusCode::internal);
   {
     Deployment d(echo_config("throwing"),
-                 [](const DeploymentConfig&) -> Result<std::unique_ptr<Engine>> {
+                 EngineFactory([](const EngineContext&) -> Result<std::unique_ptr<Engine>> {
                    return std::unique_ptr<Engine>(std::make_unique<ThrowingEngine>());
-                 },
+                 }),
                  metrics);
     d.start();
     ASSERT_TRUE(d.wait_ready().ok());
@@ -454,9 +454,9 @@ class LoopingEngine final : public Engine {
 TEST(Deployment, EngineThatOwnsItsLoop) {
   MetricsRegistry metrics;
   Deployment d(echo_config("loop"),
-               [](const DeploymentConfig&) -> Result<std::unique_ptr<Engine>> {
+               EngineFactory([](const EngineContext&) -> Result<std::unique_ptr<Engine>> {
                  return std::unique_ptr<Engine>(std::make_unique<LoopingEngine>());
-               },
+               }),
                metrics);
   d.start();
   ASSERT_TRUE(d.wait_ready().ok());

@@ -1,0 +1,66 @@
+// engines/encode/embedder.h: token sequences in, pooled (and normalised) vectors out. The
+// synchronous core shared by the serving engine (one per replica), `prism embed` bulk jobs
+// and the benchmarks. Sorts the sequences by length, cuts them into micro-batches under a
+// token budget, runs the encoder, pools, truncates to the requested dims and re-normalises.
+// Not thread-safe: one Embedder per thread that runs models.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engines/encode/embed_frontend.h"
+#include "runtime/ops.h"
+
+namespace prism::models {
+class Encoder;
+}
+
+namespace prism::engines::encode {
+
+struct EmbedderOptions {
+  ops::Precision precision = ops::Precision::f32;
+  int64_t max_batch_tokens = 8192;  // micro-batch budget (real tokens, or padded when !packed)
+  int max_batch_sequences = 256;    // micro-batch cap
+  // true: sequences back to back, no padding (attention separates them by cu_seqlens).
+  // false: each micro-batch padded to its longest sequence (what sentence-transformers does);
+  // kept to measure the difference.
+  bool packed = true;
+};
+
+// What one embed() call did, summed over its micro-batches.
+struct EmbedStats {
+  int64_t sequences = 0;
+  int64_t real_tokens = 0;    // tokens of the inputs
+  int64_t padded_tokens = 0;  // rows the model computed (== real_tokens when packed)
+  int64_t micro_batches = 0;
+  double useful_flops = 0;    // Encoder::flops of the real sequences
+};
+
+class Embedder {
+ public:
+  static Result<std::unique_ptr<Embedder>> load(std::shared_ptr<const EmbedFrontend> frontend,
+                                                const EmbedderOptions& options);
+  ~Embedder();
+
+  // Vectors of the sequences (each non-empty, at most frontend().max_tokens() long), in input
+  // order: [sequences.size() * out_dims] f32 row-major, out_dims = dims ? dims : frontend().dims().
+  // dims must pass frontend().check_dimensions. Pooled as the frontend says; L2-normalised
+  // when the model normalises (after truncation, so Matryoshka vectors are unit length).
+  std::vector<float> embed(std::span<const std::vector<int32_t>> sequences, int64_t dims = 0,
+                           EmbedStats* stats = nullptr);
+
+  const EmbedFrontend& frontend() const { return *frontend_; }
+  const EmbedderOptions& options() const { return options_; }
+  const models::Encoder& encoder() const { return *encoder_; }
+
+ private:
+  Embedder() = default;
+  std::shared_ptr<const EmbedFrontend> frontend_;
+  EmbedderOptions options_;
+  std::unique_ptr<models::Encoder> encoder_;
+};
+
+}  // namespace prism::engines::encode
