@@ -104,7 +104,8 @@ void apply_rope(Tensor& x, const Tensor& positions, const RopeTable& table, Rope
 // back, delimited by cu_seqlens ([num_seqs + 1] i32, starting at 0). Query token i of a
 // sequence with q_len queries and k_len keys sits at position k_len - q_len + i, so causal
 // masking is right for prefill, chunked prefill and decode alike.
-// Grouped-query heads: num_q_heads is a multiple of num_kv_heads. Head dims 64, 80, 96, 128.
+// Grouped-query heads: num_q_heads is a multiple of num_kv_heads. Head dims that are multiples
+// of 16 up to 128 take the AVX-512 path (32 for MiniLM, 64, 80, 96, 128); others a scalar one.
 struct AttentionParams {
   float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
   bool causal = true;
