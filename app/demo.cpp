@@ -7,6 +7,8 @@
 #include <fstream>
 #include <system_error>
 
+#include "app/demo_embed.h"
+
 namespace prism::app {
 
 namespace fs = std::filesystem;
@@ -25,6 +27,7 @@ Status write_echo(const fs::path& dir) {
 // One entry per family with a demo. Families add theirs here (name, task, writer, extra TOML).
 constexpr DemoModel kDemoModels[] = {
     {"echo", "echo", write_echo, ""},
+    {"demo-embed", "embed", write_demo_embed, ""},
 };
 
 // TOML basic string: quotes and backslashes escaped (paths may hold either).

@@ -31,10 +31,12 @@ struct EmbeddingMetadata {
 
 class EmbeddingOutput {
  public:
-  // Opens `dir` for a job. resume == false: dir must be absent or empty (failed_precondition
-  // otherwise, suggesting --resume). resume == true: dir must hold a job whose space id and
-  // dims equal `meta`'s (failed_precondition "made in another embedding space" otherwise);
-  // the files are truncated to the last checkpoint.
+  // Opens `dir` for a job. A dir holding a job of another space id or dims is refused either
+  // way (failed_precondition "made in another embedding space"). resume == false: dir must be
+  // absent or empty (failed_precondition otherwise, suggesting --resume). resume == true: an
+  // absent or empty dir starts a new job; a job's dir must also match `meta`'s precision
+  // (bf16 rows must not join f32 ones); the files are truncated to the last checkpoint.
+  // The dir stays locked (flock) while the object lives: a second writer is refused.
   static Result<std::unique_ptr<EmbeddingOutput>> open(const std::string& dir, const EmbeddingMetadata& meta,
                                                        bool resume);
   ~EmbeddingOutput();

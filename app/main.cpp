@@ -8,8 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "app/bench.h"
 #include "app/commands.h"
 #include "app/demo.h"
+#include "app/embed.h"
+#include "app/embed_queue.h"
+#include "app/search.h"
 #include "app/serve.h"
 #include "app/tokenize.h"
 #include "runtime/threads.h"
@@ -75,8 +79,16 @@ int main(int argc, char** argv) {
   std::string demo_dir;
   demo_init->add_option("DIR", demo_dir, "Target directory (default: " + prism::app::default_demo_dir() + ")");
 
+  prism::app::EmbedOptions embed_options;
+  CLI::App* embed = prism::app::add_embed_command(app, embed_options);
+  prism::app::EmbedQueueOptions embed_queue_options;
+  const prism::app::EmbedQueueCommand embed_queue = prism::app::add_embed_queue_command(app, embed_queue_options);
+  prism::app::SearchOptions search_options;
+  CLI::App* search = prism::app::add_search_command(app, search_options);
+  std::unique_ptr<prism::app::BenchCommand> bench = prism::app::add_bench_command(app);
+
   // Commands of later issues: each says it does not exist yet and exits non-zero.
-  for (const char* name : {"embed", "chat", "transcribe", "speak", "bench", "tune"}) {
+  for (const char* name : {"chat", "transcribe", "speak", "tune"}) {
     app.add_subcommand(name, "(not available yet)")->allow_extras();
   }
 
@@ -97,6 +109,10 @@ int main(int argc, char** argv) {
     return prism::app::run_serve(serve_options);
   }
   if (demo_init->parsed()) return prism::app::run_demo_init(demo_dir);
+  if (embed->parsed()) return prism::app::run_embed(embed_options);
+  if (embed_queue.command->parsed()) return prism::app::run_embed_queue(embed_queue, embed_queue_options);
+  if (search->parsed()) return prism::app::run_search(search_options);
+  if (bench->parsed()) return prism::app::run_bench(*bench);
   const std::string name = app.get_subcommands().front()->get_name();
   std::fprintf(stderr, "prism: '%s' is not available yet in this build (see README: What works)\n",
                name.c_str());

@@ -13,9 +13,11 @@
 #include "api/http_server.h"
 #include "api/router.h"
 #include "api/routes/echo.h"
+#include "api/routes/embeddings.h"
 #include "api/routes/operational.h"
 #include "app/demo.h"
 #include "base/log.h"
+#include "engines/encode/embed_engine.h"
 #include "runtime/cpu_features.h"
 #include "runtime/threads.h"
 #include "serving/deployment_set.h"
@@ -35,6 +37,7 @@ int fail(const std::string& message) {
 serving::EngineFactories make_engines() {
   serving::EngineFactories engines;
   serving::register_echo_engine(engines);
+  prism::engines::encode::register_embed_engine(engines);
   return engines;
 }
 
@@ -139,6 +142,7 @@ int run_serve(const ServeOptions& options) {
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   api::add_operational_routes(router, {&deployments, &metrics, now_s});
   api::add_echo_routes(router, deployments);
+  api::add_embeddings_routes(router, deployments);
   api::HttpServer server(http_options(config.server), std::move(router));
 
   deployments.start_all();

@@ -23,9 +23,12 @@ struct SentenceEmbeddingConfig {
 };
 
 // Reads modules.json and its Pooling module's config.json (pooling_mode_cls_token,
-// pooling_mode_mean_tokens, pooling_mode_lasttoken; another mode set is unimplemented naming
-// it). Without modules.json: mean pooling, no normalisation — what sentence-transformers does
-// when it wraps a plain Hugging Face encoder. Malformed files are invalid_argument naming them.
+// pooling_mode_mean_tokens, pooling_mode_lasttoken; another mode set, or several, is
+// unimplemented naming it). A module other than Transformer, Pooling and Normalize (Dense,
+// ...) is unimplemented naming it: it would change the vectors. Without modules.json: mean
+// pooling, no normalisation — what sentence-transformers does when it wraps a plain Hugging
+// Face encoder. Malformed files are invalid_argument naming them; a Pooling config.json that
+// modules.json names but that is missing is not_found.
 Result<SentenceEmbeddingConfig> read_sentence_embedding_config(const std::string& model_dir);
 
 }  // namespace prism::models

@@ -9,8 +9,10 @@
 namespace prism {
 
 // Sets the OpenMP (and so oneDNN) thread count for the process. n <= 0: one per core.
+// Threads started afterwards (replicas) read it with num_threads() and call
+// omp_set_num_threads with their share on themselves.
 void set_num_threads(int n);
-int num_threads();
+int num_threads();  // the process's count as last set (OpenMP's default before any set)
 int num_cores();
 
 // Runs fn(begin, end) over chunks of [0, n) on the pool; at least `grain` items a chunk,

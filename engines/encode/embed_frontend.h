@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,28 +32,43 @@ class EmbedFrontend final : public serving::Frontend {
   static Result<std::shared_ptr<const EmbedFrontend>> load(const std::string& model_dir,
                                                            const serving::Knobs& knobs = {});
 
+  // NOTE: the messages of tokenize() and check_ids() are predicates without a subject
+  // ("has 700 tokens, more than this model's maximum of 512 (set truncate to cut it)", "is
+  // empty"): the caller names the input ("input[3] " + message, "document 17 " + message).
+
   // Token ids of one text, special tokens included. Longer than max_tokens(): invalid_argument
   // that gives both numbers, unless `truncate` (then cut to max_tokens(), keeping the start
-  // and the closing special token). Empty text: invalid_argument.
+  // and the closing special token, e.g. [SEP] or </s>). Empty text: invalid_argument.
   Result<std::vector<int32_t>> tokenize(std::string_view text, bool truncate) const;
-  // A token-array input, checked: non-empty, every id in the vocabulary, length as above.
+  // A token-array input, taken as given (no special tokens added), checked: non-empty, every
+  // id in [0, vocab_size()), length as above. Truncation keeps the start, and the last id
+  // when it is the tokenizer's closing special token.
   Result<std::vector<int32_t>> check_ids(std::span<const int64_t> ids, bool truncate) const;
+  // The same checks on ids already narrowed (engines re-check payloads before the model).
+  Status check_sequence(std::span<const int32_t> ids) const;
 
-  // dims requested by a client (0: the model's). invalid_argument when above dims() or, for a
-  // model that declares its Matryoshka sizes, not one of them.
+  // dims requested by a client (0: the model's). invalid_argument when negative, above
+  // dims() (giving both numbers) or, for a model that declares its Matryoshka sizes, neither
+  // dims() nor one of them (listing them).
   Status check_dimensions(int64_t dims) const;
 
   const std::string& model_dir() const { return model_dir_; }
   const std::string& family() const { return family_; }  // "bert", "xlm-roberta", ...
   const text::Tokenizer& tokenizer() const { return tokenizer_; }
+  // The longest input: max_position_embeddings (less the XLM-R offset), capped by
+  // sentence_bert_config.json's max_seq_length when the model has one.
   int64_t max_tokens() const { return max_tokens_; }
   int64_t dims() const { return dims_; }
+  int64_t vocab_size() const { return vocab_size_; }  // rows of the model's embedding table
+  int32_t pad_id() const { return pad_id_; }          // fills padded slots (never attended)
   const std::vector<int64_t>& matryoshka_dims() const { return matryoshka_dims_; }  // empty: any <= dims
   Pooling pooling() const { return pooling_; }
   bool normalize() const { return normalize_; }
-  // Hex hash of the config, pooling, normalisation and weight bytes: vectors of two
+  // Hex XXH3-128 of the config, pooling, normalisation and weight bytes: vectors of two
   // deployments are comparable only when their space ids match. Precision is left out on
-  // purpose: bf16/int8 vectors approximate the f32 ones of the same space.
+  // purpose: bf16/int8 vectors approximate the f32 ones of the same space. The weights
+  // hashed are the files the model loads (model.safetensors, else the shards its index
+  // names, in name order), so a stray *.safetensors beside them changes nothing.
   const std::string& space_id() const { return space_id_; }
   const serving::Knobs& knobs() const { return knobs_; }
 
@@ -62,6 +78,9 @@ class EmbedFrontend final : public serving::Frontend {
   text::Tokenizer tokenizer_;
   int64_t max_tokens_ = 0;
   int64_t dims_ = 0;
+  int64_t vocab_size_ = 0;
+  int32_t pad_id_ = 0;
+  std::optional<text::TokenId> closing_id_;  // [SEP] or </s>: kept by truncation
   std::vector<int64_t> matryoshka_dims_;
   Pooling pooling_ = Pooling::mean;
   bool normalize_ = false;

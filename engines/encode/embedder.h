@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "engines/encode/embed_frontend.h"
+#include "runtime/arena.h"
 #include "runtime/ops.h"
 
 namespace prism::models {
@@ -41,8 +42,14 @@ struct EmbedStats {
 
 class Embedder {
  public:
+  // Loads the frontend's model (models/bert) at options.precision.
   static Result<std::unique_ptr<Embedder>> load(std::shared_ptr<const EmbedFrontend> frontend,
                                                 const EmbedderOptions& options);
+  // Around an encoder already built (tests' fake encoders, other loaders). invalid_argument
+  // when its hidden size is not the frontend's dims or the options are out of range.
+  static Result<std::unique_ptr<Embedder>> create(std::shared_ptr<const EmbedFrontend> frontend,
+                                                  const EmbedderOptions& options,
+                                                  std::unique_ptr<models::Encoder> encoder);
   ~Embedder();
 
   // Vectors of the sequences (each non-empty, at most frontend().max_tokens() long), in input
@@ -51,6 +58,10 @@ class Embedder {
   // when the model normalises (after truncation, so Matryoshka vectors are unit length).
   std::vector<float> embed(std::span<const std::vector<int32_t>> sequences, int64_t dims = 0,
                            EmbedStats* stats = nullptr);
+  // The same over views, written into `out` ([sequences.size() * out_dims]): what engines
+  // call so that sequences of many requests batch together without copies.
+  void embed_into(std::span<const std::span<const int32_t>> sequences, int64_t dims, std::span<float> out,
+                  EmbedStats* stats = nullptr);
 
   const EmbedFrontend& frontend() const { return *frontend_; }
   const EmbedderOptions& options() const { return options_; }
@@ -58,9 +69,17 @@ class Embedder {
 
  private:
   Embedder() = default;
+  // Runs sequences[order_[begin..end)] as one encoder call; rows land in `out` by input index.
+  void run_micro_batch(std::span<const std::span<const int32_t>> sequences, size_t begin, size_t end,
+                       int64_t longest, int64_t out_dims, std::span<float> out, EmbedStats& stats);
+
   std::shared_ptr<const EmbedFrontend> frontend_;
   EmbedderOptions options_;
   std::unique_ptr<models::Encoder> encoder_;
+  // Scratch reused from call to call (steady state allocates nothing).
+  Arena arena_;                               // activations of one micro-batch
+  std::vector<size_t> order_;                 // input indices sorted by length
+  std::vector<std::span<const int32_t>> views_;  // embed()'s sequences as views
 };
 
 }  // namespace prism::engines::encode

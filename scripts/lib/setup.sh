@@ -9,7 +9,7 @@ PRISM_PACKAGES=(
   cmake ninja-build ccache g++ pkg-config
   libdnnl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libutf8proc-dev libpcre2-dev libsentencepiece-dev libboost-dev libtomlplusplus-dev
-  libhiredis-dev libxxhash-dev libfaiss-dev redis-server
+  libhiredis-dev libxxhash-dev libfaiss-dev libopenblas0-openmp redis-server
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy python3-jinja2
 )

@@ -55,11 +55,11 @@ test('a port in use stops start-up with a clear error (exit 1)', async () => {
   }
 });
 
-test('--embed without an embed engine in this build: a clear error (exit 1)', async () => {
+test('--embed on a folder that holds no model: a clear error (exit 1)', async () => {
   const dir = tempDir();
   const r = await runPrism(['serve', '--embed', dir, '--port', '0']);
   assert.equal(r.code, 1, r.stderr);
-  assert.match(r.stderr, new RegExp(`--embed ${dir}: key 'deployment\\[0\\]\\.task': task 'embed' has no engine in this build`));
+  assert.match(r.stderr, new RegExp(`cannot open '${dir}/config\\.json'`));
 });
 
 test('CLI flags override the file', async () => {
@@ -94,7 +94,7 @@ test('prism demo init writes the demo set; serve without --config serves it', as
     assert.match(s.logs(), /Hugging Face/);
     assert.ok(fs.existsSync(path.join(fresh, 'prism.toml')));
     const models = await curl([s.url + '/v1/models']);
-    assert.deepEqual(json(models.body).data.map((m) => m.id), ['echo']);
+    assert.deepEqual(json(models.body).data.map((m) => m.id), ['echo', 'demo-embed']);
     const r = await curl(['-X', 'POST', '--data-binary', '{"model":"echo","input":"demo"}', s.url + '/v1/prism/echo']);
     assert.equal(json(r.body).output, 'demo');
   } finally {

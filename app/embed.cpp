@@ -1,0 +1,376 @@
+// app/embed.cpp: `prism embed`. Two threads: the reader (read + tokenize the next batch) and
+// the calling thread (embed on the OpenMP pool, append, checkpoint, report).
+// NOTE: a checkpoint is taken only between whole batches, and batches are cut by a pure rule
+// (token budget) from the resume point on, so a resumed run forms exactly the batches the
+// uninterrupted run would have formed after that point: same model inputs, same vectors.
+#include "app/embed.h"
+
+#include <fcntl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "app/embed_input.h"
+#include "app/embed_output.h"
+#include "app/progress.h"
+#include "engines/encode/embed_frontend.h"
+#include "engines/encode/embedder.h"
+#include "engines/encode/vector_index.h"
+#include "runtime/ops.h"
+
+namespace prism::app {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using engines::encode::EmbedFrontend;
+
+constexpr int kQueueBatches = 2;          // read ahead: one batch being filled, two waiting
+constexpr int64_t kTailHashBytes = 4096;  // input bytes before the resume offset, fingerprinted
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "prism embed: %s\n", message.c_str());
+  return 1;
+}
+
+// A batch the reader hands over: documents tokenized, the input position after them, and the
+// error that stopped reading (after these documents), if any.
+struct Batch {
+  std::vector<std::string> ids;
+  std::vector<std::vector<int32_t>> sequences;
+  InputPosition end;
+  int64_t skipped_empty = 0;
+  int64_t tokens = 0;
+  bool last = false;  // the input ended (or an error stopped it) after this batch
+  Status error;
+};
+
+// Bounded hand-over between the reader thread and the embedding thread.
+class BatchQueue {
+ public:
+  explicit BatchQueue(size_t capacity) : capacity_(capacity) {}
+  // false when closed (the consumer gave up): the producer stops.
+  bool push(Batch b) {
+    std::unique_lock lock(mu_);
+    not_full_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
+    if (closed_) return false;
+    items_.push_back(std::move(b));
+    lock.unlock();
+    not_empty_.notify_one();
+    return true;
+  }
+  Batch pop() {
+    std::unique_lock lock(mu_);
+    not_empty_.wait(lock, [&] { return !items_.empty(); });
+    Batch b = std::move(items_.front());
+    items_.pop_front();
+    lock.unlock();
+    not_full_.notify_one();
+    return b;
+  }
+  void close() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    not_full_.notify_all();
+  }
+
+ private:
+  const size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable not_full_, not_empty_;
+  std::deque<Batch> items_;
+  bool closed_ = false;
+};
+
+bool is_empty_text(const std::string& text) {
+  for (unsigned char c : text)
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v') return false;
+  return true;
+}
+
+// The reader thread: fills batches of about batch_tokens tokens until the input ends, an
+// error stops it, or the queue is closed.
+void read_batches(DocumentReader& reader, const EmbedFrontend& frontend, const EmbedOptions& o, BatchQueue& queue) {
+  InputDocument doc;
+  for (;;) {
+    Batch b;
+    b.end = reader.position();  // NOTE: moves only past documents this batch takes (or skips)
+    while (b.tokens < o.batch_tokens) {
+      Result<bool> got = reader.next(doc);
+      if (!got.has_value()) {
+        b.error = got.status();
+        break;
+      }
+      if (!got.value()) {
+        b.end = reader.position();  // the end of the input (blank lines included)
+        b.last = true;
+        break;
+      }
+      const std::string where = reader.path() + ":" + std::to_string(doc.line);
+      if (is_empty_text(doc.text)) {
+        if (!o.skip_empty) {
+          b.error = invalid_argument(where + ": document '" + doc.id +
+                                     "' is empty (pass --skip-empty to skip empty documents)");
+          break;
+        }
+        ++b.skipped_empty;
+        b.end = reader.position();
+        continue;
+      }
+      Result<std::vector<int32_t>> ids = frontend.tokenize(doc.text, o.truncate);
+      if (!ids.has_value()) {
+        b.error = invalid_argument(where + ": document '" + doc.id + "' " + ids.status().message());
+        break;
+      }
+      b.tokens += static_cast<int64_t>(ids->size());
+      b.sequences.push_back(std::move(ids).value());
+      b.ids.push_back(std::move(doc.id));
+      b.end = reader.position();
+    }
+    if (!b.error.ok()) b.last = true;
+    const bool last = b.last;
+    if (!queue.push(std::move(b)) || last) return;
+  }
+}
+
+// XXH64 of the up to kTailHashBytes input bytes before `offset`, hex: proves on resume that
+// the input is the one the job started with (at least where it resumes).
+Result<std::string> tail_hash(const std::string& path, int64_t offset) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return not_found("cannot open input " + path);
+  const int64_t begin = std::max<int64_t>(0, offset - kTailHashBytes);
+  std::string bytes(static_cast<size_t>(offset - begin), '\0');
+  const ssize_t n = ::pread(fd, bytes.data(), bytes.size(), begin);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(bytes.size())) return data_loss("cannot read input " + path);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64(bytes.data(), bytes.size(), 0)));
+  return std::string(hex);
+}
+
+Result<std::string> resume_token(const std::string& input, const InputPosition& p) {
+  PRISM_ASSIGN_OR_RETURN(std::string hash, tail_hash(input, p.offset));
+  return nlohmann::json{
+      {"input", input}, {"offset", p.offset}, {"line", p.line}, {"record", p.record}, {"tail_xxh64", hash}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Where a resumed job starts in its input; the start for a new one.
+Result<InputPosition> resume_position(const std::string& token, const std::string& input) {
+  if (token.empty()) return InputPosition{};
+  nlohmann::json j = nlohmann::json::parse(token, nullptr, /*allow_exceptions=*/false);
+  InputPosition p;
+  std::string hash, was;
+  try {
+    p.offset = j.at("offset").get<int64_t>();
+    p.line = j.at("line").get<int64_t>();
+    p.record = j.at("record").get<int64_t>();
+    hash = j.at("tail_xxh64").get<std::string>();
+    was = j.value("input", std::string());
+  } catch (const nlohmann::json::exception&) {
+    return data_loss("the output's checkpoint holds no input position this version understands");
+  }
+  Result<std::string> now = tail_hash(input, p.offset);
+  if (!now.has_value() || now.value() != hash)
+    return failed_precondition("input " + input + " is not the input this job started with (" + was +
+                               "): its bytes before the resume offset " + std::to_string(p.offset) +
+                               " differ; resume with the same input");
+  return p;
+}
+
+struct Job {
+  explicit Job(const EmbedOptions& options) : o(options) {}
+  const EmbedOptions& o;
+  std::unique_ptr<EmbeddingOutput> output;
+  std::unique_ptr<engines::encode::Embedder> embedder;
+  int64_t dims = 0;
+  InputPosition committed_at;  // input position of the last checkpoint
+  Clock::time_point last_checkpoint = Clock::now();
+  int64_t skipped_empty = 0, tokens = 0;
+
+  Status checkpoint(const InputPosition& at) {
+    PRISM_ASSIGN_OR_RETURN(std::string token, resume_token(o.input, at));
+    PRISM_RETURN_IF_ERROR(output->checkpoint(token));
+    committed_at = at;
+    last_checkpoint = Clock::now();
+    return {};
+  }
+
+  bool checkpoint_due() const {
+    return output->appended() - output->committed() >= o.checkpoint_every ||
+           std::chrono::duration<double>(Clock::now() - last_checkpoint).count() >= o.checkpoint_seconds;
+  }
+
+  Status consume(Batch& b) {
+    if (!b.sequences.empty()) {
+      engines::encode::EmbedStats stats;
+      const std::vector<float> vectors = embedder->embed(b.sequences, o.dimensions, &stats);
+      PRISM_RETURN_IF_ERROR(output->append(b.ids, vectors));
+      tokens += stats.real_tokens;
+    }
+    skipped_empty += b.skipped_empty;
+    if (b.last || checkpoint_due()) PRISM_RETURN_IF_ERROR(checkpoint(b.end));
+    return {};
+  }
+};
+
+Status check_options(const EmbedOptions& o) {
+  if (o.batch_tokens < 1) return invalid_argument("--batch-tokens must be at least 1");
+  if (o.checkpoint_every < 1) return invalid_argument("--checkpoint-every must be at least 1");
+  if (o.checkpoint_seconds <= 0) return invalid_argument("--checkpoint-seconds must be positive");
+  if (o.dimensions < 0) return invalid_argument("--dimensions must be positive");
+  return {};
+}
+
+}  // namespace
+
+CLI::App* add_embed_command(CLI::App& app, EmbedOptions& o) {
+  auto* cmd = app.add_subcommand("embed", "Bulk embedding job: a file of documents into vectors.npy + ids (resumable)");
+  cmd->add_option("--model", o.model, "Hugging Face model directory of an embedding model")->required();
+  cmd->add_option("--input", o.input, "Documents: .jsonl/.ndjson (objects or strings), .txt (a line each) or .csv")
+      ->required();
+  cmd->add_option("--output", o.output, "Output directory: vectors.npy, ids.jsonl, metadata.json, checkpoint.json")
+      ->required();
+  cmd->add_option("--precision", o.precision, "f32, bf16 or int8")->check(CLI::IsMember({"f32", "bf16", "int8"}));
+  cmd->add_flag("--resume", o.resume, "Continue the job in --output after its last checkpoint");
+  cmd->add_option("--batch-tokens", o.batch_tokens, "Tokens per model batch (default 16384)");
+  cmd->add_option("--dimensions", o.dimensions, "Matryoshka: keep the first D dims and re-normalise");
+  cmd->add_flag("--truncate", o.truncate, "Cut documents longer than the model's maximum instead of failing");
+  cmd->add_option("--text-field", o.text_field, "JSONL key / CSV column of the text (default: text)");
+  cmd->add_option("--id-field", o.id_field, "JSONL key / CSV column of the id (default: id; absent: line number)");
+  cmd->add_flag("--faiss", o.faiss, "Also build index.faiss (flat: inner product if normalised, else L2)");
+  cmd->add_option("--checkpoint-every", o.checkpoint_every, "Commit the output every N documents (default 10000)");
+  cmd->add_option("--checkpoint-seconds", o.checkpoint_seconds, "... and at least every S seconds (default 10)");
+  cmd->add_flag("--skip-empty", o.skip_empty, "Skip empty documents (counted) instead of failing on them");
+  cmd->add_flag("!--no-progress", o.progress, "No progress on stderr");
+  return cmd;
+}
+
+int run_embed(const EmbedOptions& o) {
+  // Everything the job says goes to stderr, next to its progress.
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  if (Status s = check_options(o); !s.ok()) return fail(s.message());
+  Result<InputFormat> format = input_format_of(o.input);
+  if (!format.has_value()) return fail(format.status().message());
+  Result<ops::Precision> precision = ops::parse_precision(o.precision);
+  if (!precision.has_value()) return fail(precision.status().message());
+
+  Result<std::shared_ptr<const EmbedFrontend>> frontend = EmbedFrontend::load(o.model);
+  if (!frontend.has_value()) return fail(frontend.status().message());
+  const EmbedFrontend& fe = *frontend.value();
+  if (Status s = fe.check_dimensions(o.dimensions); !s.ok()) return fail("--dimensions: " + s.message());
+
+  Job job(o);
+  job.dims = o.dimensions > 0 ? o.dimensions : fe.dims();
+  EmbeddingMetadata meta{o.model,
+                         fe.space_id(),
+                         job.dims,
+                         fe.normalize(),
+                         std::string(models::pooling_name(fe.pooling())),
+                         std::string(ops::precision_name(precision.value()))};
+  Result<std::unique_ptr<EmbeddingOutput>> output = EmbeddingOutput::open(o.output, meta, o.resume);
+  if (!output.has_value()) return fail(output.status().message());
+  job.output = std::move(output).value();
+
+  Result<InputPosition> start = resume_position(job.output->resume_token(), o.input);
+  if (!start.has_value()) return fail(start.status().message());
+  job.committed_at = start.value();
+  InputOptions input_options;
+  input_options.text_field = o.text_field;
+  input_options.id_field = o.id_field;
+  Result<std::unique_ptr<DocumentReader>> reader =
+      DocumentReader::open(o.input, format.value(), input_options, start.value());
+  if (!reader.has_value()) return fail(reader.status().message());
+
+  engines::encode::EmbedderOptions eo;
+  eo.precision = precision.value();
+  eo.max_batch_tokens = std::max(o.batch_tokens, fe.max_tokens());  // a long document goes alone
+  Result<std::unique_ptr<engines::encode::Embedder>> embedder = engines::encode::Embedder::load(frontend.value(), eo);
+  if (!embedder.has_value()) return fail(embedder.status().message());
+  job.embedder = std::move(embedder).value();
+
+  const int64_t start_docs = job.output->committed();
+  std::fprintf(stderr, "prism embed: %s (space %s, %lld dims, %s) -> %s%s\n", o.model.c_str(), fe.space_id().c_str(),
+               static_cast<long long>(job.dims), o.precision.c_str(), o.output.c_str(),
+               start_docs > 0 ? (", resuming after " + format_count(start_docs) + " documents").c_str() : "");
+  ProgressReporter progress("prism embed:", reader.value()->size_bytes(), start_docs, start.value().offset, o.progress);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  const Clock::time_point t0 = Clock::now();
+  BatchQueue queue(kQueueBatches);
+  std::thread reader_thread([&] { read_batches(*reader.value(), fe, o, queue); });
+  Status status;
+  bool interrupted = false;
+  for (;;) {
+    Batch b = queue.pop();
+    status = job.consume(b);
+    if (status.ok()) status = b.error;
+    progress.update(job.output->appended(), b.end.offset);
+    if (!status.ok() || b.last) break;
+    if (g_interrupted.load()) {
+      interrupted = true;
+      status = job.checkpoint(b.end);
+      break;
+    }
+  }
+  queue.close();
+  reader_thread.join();
+  progress.finish(job.output->committed(), job.committed_at.offset);
+
+  const int64_t done = job.output->committed();
+  if (!status.ok()) {
+    fail(status.message());
+    std::fprintf(stderr, "prism embed: %s documents are committed in %s; fix the cause and rerun with --resume\n",
+                 format_count(done).c_str(), o.output.c_str());
+    return 1;
+  }
+  if (interrupted) {
+    std::fprintf(stderr, "prism embed: interrupted; %s documents are committed; rerun with --resume to continue\n",
+                 format_count(done).c_str());
+    return 130;
+  }
+  if (o.faiss) {
+    Result<int64_t> rows = engines::encode::VectorIndex::build(o.output);
+    if (!rows.has_value()) return fail("building index.faiss: " + rows.status().message());
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int64_t run_docs = done - start_docs;
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: peak resident set, KiB
+  std::fprintf(
+      stderr, "prism embed: %s documents in %s (%s this run in %.1f s, %s docs/s, %s tokens/s, peak RSS %ld MiB)%s%s\n",
+      format_count(done).c_str(), o.output.c_str(), format_count(run_docs).c_str(), seconds,
+      format_count(seconds > 0 ? static_cast<int64_t>(run_docs / seconds) : 0).c_str(),
+      format_count(seconds > 0 ? static_cast<int64_t>(job.tokens / seconds) : 0).c_str(), usage.ru_maxrss / 1024,
+      job.skipped_empty > 0 ? (", " + format_count(job.skipped_empty) + " empty skipped").c_str() : "",
+      o.faiss ? ", index.faiss written" : "");
+  return 0;
+}
+
+}  // namespace prism::app

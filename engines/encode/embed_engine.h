@@ -1,0 +1,31 @@
+// engines/encode/embed_engine.h: the serving engine of task "embed": one per replica, on its
+// replica's thread. Online requests run as soon as they are taken; bulk requests are cut into
+// chunks of bulk_chunk_tokens, and between chunks the engine picks up what waits, so a bulk
+// job never holds an online query back longer than one chunk.
+// It must not: tokenize (the api's I/O threads do), see HTTP, or start threads.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "base/status.h"
+#include "models/encoder.h"
+#include "runtime/ops.h"
+#include "serving/engine.h"
+
+namespace prism::engines::encode {
+
+class EmbedFrontend;
+
+// Builds a replica's encoder. Default: models::load_bert(frontend.model_dir(), precision).
+using EncoderLoader =
+    std::function<Result<std::unique_ptr<models::Encoder>>(const EmbedFrontend& frontend, ops::Precision precision)>;
+
+// Engine factory for "embed" deployments; `loader` null means load_bert (tests pass fakes).
+serving::EngineFactory embed_engine_factory(EncoderLoader loader = nullptr);
+// The frontend factory: EmbedFrontend::load(config.model, config.knobs).
+serving::FrontendFactory embed_frontend_factory();
+// Registers task "embed" (engine + frontend).
+void register_embed_engine(serving::EngineFactories& factories);
+
+}  // namespace prism::engines::encode
