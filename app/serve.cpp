@@ -14,6 +14,7 @@
 #include "api/router.h"
 #include "api/routes/echo.h"
 #include "api/routes/embeddings.h"
+#include "api/routes/search.h"
 #include "api/routes/operational.h"
 #include "app/demo.h"
 #include "base/log.h"
@@ -143,6 +144,7 @@ int run_serve(const ServeOptions& options) {
   api::add_operational_routes(router, {&deployments, &metrics, now_s});
   api::add_echo_routes(router, deployments);
   api::add_embeddings_routes(router, deployments);
+  if (Status s = api::add_search_routes(router, deployments); !s.ok()) return fail(s.message());
   api::HttpServer server(http_options(config.server), std::move(router));
 
   deployments.start_all();

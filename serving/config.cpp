@@ -358,6 +358,16 @@ Status read_batching(Config& c, const toml::table& t, const std::string& prefix,
   PRISM_RETURN_IF_ERROR(r.read("max_batch_tokens", b.max_batch_tokens));
   PRISM_RETURN_IF_ERROR(r.read("padded_cost", b.padded_cost));
   PRISM_RETURN_IF_ERROR(r.read("max_queue_delay_us", b.max_queue_delay_us));
+  // max_wait_ms: the same bound in milliseconds, as TEI and most users name it.
+  int64_t max_wait_ms = -1;
+  PRISM_RETURN_IF_ERROR(r.read("max_wait_ms", max_wait_ms));
+  if (max_wait_ms != -1) {
+    if (t.contains("max_queue_delay_us"))
+      return invalid_argument(c.locate(prefix + "max_wait_ms", "set max_wait_ms or max_queue_delay_us, not both"));
+    if (max_wait_ms < 0 || max_wait_ms > 60'000)
+      return invalid_argument(c.locate(prefix + "max_wait_ms", "must be in [0, 60000]"));
+    b.max_queue_delay_us = max_wait_ms * 1000;
+  }
   PRISM_RETURN_IF_ERROR(r.read("queue_capacity", b.queue_capacity));
   PRISM_RETURN_IF_ERROR(r.read("preferred_batch_sizes", b.preferred_batch_sizes));
   return r.check_unknown();

@@ -50,6 +50,9 @@ prism_build() {
   local dir="$1"
   shift
   export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/prism-ccache}"
+  # Paths relative to the checkout: another clone (CI's) hits the same cache entries.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PRISM_ROOT}"
+  export CCACHE_NOHASHDIR=1
   cmake -S "$PRISM_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
   # Two cores and big translation units: more jobs than cores only thrashes.
   cmake --build "$dir" -j "$(nproc)"

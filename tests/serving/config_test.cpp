@@ -297,3 +297,24 @@ TEST(Config, KnobGettersCheckTypes) {
 
 }  // namespace
 }  // namespace prism::serving
+
+namespace prism::serving {
+namespace {
+
+TEST(Config, MaxWaitMsIsTheQueueDelayInMilliseconds) {
+  Result<Config> c = parse_config("[[deployment]]\nname = \"e\"\ntask = \"echo\"\n[deployment.batching]\nmax_wait_ms = 5\n",
+                                  "prism.toml");
+  ASSERT_TRUE(c.has_value()) << c.status().to_string();
+  EXPECT_EQ(c->deployments[0].batching.max_queue_delay_us, 5000);
+  Result<Config> both = parse_config(
+      "[[deployment]]\nname = \"e\"\ntask = \"echo\"\n[deployment.batching]\nmax_wait_ms = 5\nmax_queue_delay_us = 1\n",
+      "prism.toml");
+  ASSERT_FALSE(both.has_value());
+  EXPECT_NE(both.status().message().find("not both"), std::string::npos) << both.status().message();
+  Result<Config> negative =
+      parse_config("[[deployment]]\nname = \"e\"\ntask = \"echo\"\n[deployment.batching]\nmax_wait_ms = -3\n", "prism.toml");
+  ASSERT_FALSE(negative.has_value());
+}
+
+}  // namespace
+}  // namespace prism::serving
