@@ -198,12 +198,17 @@ Result<InputPosition> resume_position(const std::string& token, const std::strin
   return p;
 }
 
+// One run of a job: what it reads, embeds with and writes, and its counts.
 struct Job {
   explicit Job(const EmbedOptions& options) : o(options) {}
   const EmbedOptions& o;
+  std::shared_ptr<const EmbedFrontend> frontend;
   std::unique_ptr<EmbeddingOutput> output;
+  std::unique_ptr<DocumentReader> reader;  // read by the reader thread only, once running
   std::unique_ptr<engines::encode::Embedder> embedder;
   int64_t dims = 0;
+  int64_t start_docs = 0;      // committed before this run
+  InputPosition start;         // where this run started reading
   InputPosition committed_at;  // input position of the last checkpoint
   Clock::time_point last_checkpoint = Clock::now();
   int64_t skipped_empty = 0, tokens = 0;
@@ -242,6 +247,76 @@ Status check_options(const EmbedOptions& o) {
   return {};
 }
 
+Status open_job(Job& job) {
+  const EmbedOptions& o = job.o;
+  PRISM_RETURN_IF_ERROR(check_options(o));
+  PRISM_ASSIGN_OR_RETURN(InputFormat format, input_format_of(o.input));
+  PRISM_ASSIGN_OR_RETURN(ops::Precision precision, ops::parse_precision(o.precision));
+  PRISM_ASSIGN_OR_RETURN(job.frontend, EmbedFrontend::load(o.model));
+  const EmbedFrontend& fe = *job.frontend;
+  if (Status s = fe.check_dimensions(o.dimensions); !s.ok()) return invalid_argument("--dimensions: " + s.message());
+
+  job.dims = o.dimensions > 0 ? o.dimensions : fe.dims();
+  const EmbeddingMetadata meta{o.model,
+                               fe.space_id(),
+                               job.dims,
+                               fe.normalize(),
+                               std::string(models::pooling_name(fe.pooling())),
+                               std::string(ops::precision_name(precision))};
+  PRISM_ASSIGN_OR_RETURN(job.output, EmbeddingOutput::open(o.output, meta, o.resume));
+  job.start_docs = job.output->committed();
+  PRISM_ASSIGN_OR_RETURN(job.start, resume_position(job.output->resume_token(), o.input));
+  job.committed_at = job.start;
+  InputOptions input_options;
+  input_options.text_field = o.text_field;
+  input_options.id_field = o.id_field;
+  PRISM_ASSIGN_OR_RETURN(job.reader, DocumentReader::open(o.input, format, input_options, job.start));
+
+  engines::encode::EmbedderOptions eo;
+  eo.precision = precision;
+  eo.max_batch_tokens = std::max(o.batch_tokens, fe.max_tokens());  // a long document goes alone
+  PRISM_ASSIGN_OR_RETURN(job.embedder, engines::encode::Embedder::load(job.frontend, eo));
+  return {};
+}
+
+// The reader thread feeds the calling thread until the input ends, an error stops the job,
+// or SIGINT/SIGTERM (then `interrupted`, after a checkpoint).
+Status run_pipeline(Job& job, ProgressReporter& progress, bool& interrupted) {
+  BatchQueue queue(kQueueBatches);
+  std::thread reader_thread([&] { read_batches(*job.reader, *job.frontend, job.o, queue); });
+  Status status;
+  for (;;) {
+    Batch b = queue.pop();
+    status = job.consume(b);
+    if (status.ok()) status = b.error;
+    progress.update(job.output->appended(), b.end.offset);
+    if (!status.ok() || b.last) break;
+    if (g_interrupted.load()) {
+      interrupted = true;
+      status = job.checkpoint(b.end);
+      break;
+    }
+  }
+  queue.close();  // unblocks the reader if it waits to push
+  reader_thread.join();
+  progress.finish(job.output->committed(), job.committed_at.offset);
+  return status;
+}
+
+void print_summary(const Job& job, double seconds) {
+  const int64_t done = job.output->committed();
+  const int64_t run_docs = done - job.start_docs;
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: peak resident set, KiB
+  std::fprintf(
+      stderr, "prism embed: %s documents in %s (%s this run in %.1f s, %s docs/s, %s tokens/s, peak RSS %ld MiB)%s%s\n",
+      format_count(done).c_str(), job.o.output.c_str(), format_count(run_docs).c_str(), seconds,
+      format_count(seconds > 0 ? static_cast<int64_t>(run_docs / seconds) : 0).c_str(),
+      format_count(seconds > 0 ? static_cast<int64_t>(job.tokens / seconds) : 0).c_str(), usage.ru_maxrss / 1024,
+      job.skipped_empty > 0 ? (", " + format_count(job.skipped_empty) + " empty skipped").c_str() : "",
+      job.o.faiss ? ", index.faiss written" : "");
+}
+
 }  // namespace
 
 CLI::App* add_embed_command(CLI::App& app, EmbedOptions& o) {
@@ -253,7 +328,7 @@ CLI::App* add_embed_command(CLI::App& app, EmbedOptions& o) {
       ->required();
   cmd->add_option("--precision", o.precision, "f32, bf16 or int8")->check(CLI::IsMember({"f32", "bf16", "int8"}));
   cmd->add_flag("--resume", o.resume, "Continue the job in --output after its last checkpoint");
-  cmd->add_option("--batch-tokens", o.batch_tokens, "Tokens per model batch (default 16384)");
+  cmd->add_option("--batch-tokens", o.batch_tokens, "Tokens per model batch (default 2048)");
   cmd->add_option("--dimensions", o.dimensions, "Matryoshka: keep the first D dims and re-normalise");
   cmd->add_flag("--truncate", o.truncate, "Cut documents longer than the model's maximum instead of failing");
   cmd->add_option("--text-field", o.text_field, "JSONL key / CSV column of the text (default: text)");
@@ -270,51 +345,13 @@ int run_embed(const EmbedOptions& o) {
   // Everything the job says goes to stderr, next to its progress.
   spdlog::set_default_logger(
       std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
-  if (Status s = check_options(o); !s.ok()) return fail(s.message());
-  Result<InputFormat> format = input_format_of(o.input);
-  if (!format.has_value()) return fail(format.status().message());
-  Result<ops::Precision> precision = ops::parse_precision(o.precision);
-  if (!precision.has_value()) return fail(precision.status().message());
-
-  Result<std::shared_ptr<const EmbedFrontend>> frontend = EmbedFrontend::load(o.model);
-  if (!frontend.has_value()) return fail(frontend.status().message());
-  const EmbedFrontend& fe = *frontend.value();
-  if (Status s = fe.check_dimensions(o.dimensions); !s.ok()) return fail("--dimensions: " + s.message());
-
   Job job(o);
-  job.dims = o.dimensions > 0 ? o.dimensions : fe.dims();
-  EmbeddingMetadata meta{o.model,
-                         fe.space_id(),
-                         job.dims,
-                         fe.normalize(),
-                         std::string(models::pooling_name(fe.pooling())),
-                         std::string(ops::precision_name(precision.value()))};
-  Result<std::unique_ptr<EmbeddingOutput>> output = EmbeddingOutput::open(o.output, meta, o.resume);
-  if (!output.has_value()) return fail(output.status().message());
-  job.output = std::move(output).value();
-
-  Result<InputPosition> start = resume_position(job.output->resume_token(), o.input);
-  if (!start.has_value()) return fail(start.status().message());
-  job.committed_at = start.value();
-  InputOptions input_options;
-  input_options.text_field = o.text_field;
-  input_options.id_field = o.id_field;
-  Result<std::unique_ptr<DocumentReader>> reader =
-      DocumentReader::open(o.input, format.value(), input_options, start.value());
-  if (!reader.has_value()) return fail(reader.status().message());
-
-  engines::encode::EmbedderOptions eo;
-  eo.precision = precision.value();
-  eo.max_batch_tokens = std::max(o.batch_tokens, fe.max_tokens());  // a long document goes alone
-  Result<std::unique_ptr<engines::encode::Embedder>> embedder = engines::encode::Embedder::load(frontend.value(), eo);
-  if (!embedder.has_value()) return fail(embedder.status().message());
-  job.embedder = std::move(embedder).value();
-
-  const int64_t start_docs = job.output->committed();
-  std::fprintf(stderr, "prism embed: %s (space %s, %lld dims, %s) -> %s%s\n", o.model.c_str(), fe.space_id().c_str(),
-               static_cast<long long>(job.dims), o.precision.c_str(), o.output.c_str(),
-               start_docs > 0 ? (", resuming after " + format_count(start_docs) + " documents").c_str() : "");
-  ProgressReporter progress("prism embed:", reader.value()->size_bytes(), start_docs, start.value().offset, o.progress);
+  if (Status s = open_job(job); !s.ok()) return fail(s.message());
+  std::fprintf(stderr, "prism embed: %s (space %s, %lld dims, %s) -> %s%s\n", o.model.c_str(),
+               job.frontend->space_id().c_str(), static_cast<long long>(job.dims), o.precision.c_str(),
+               o.output.c_str(),
+               job.start_docs > 0 ? (", resuming after " + format_count(job.start_docs) + " documents").c_str() : "");
+  ProgressReporter progress("prism embed:", job.reader->size_bytes(), job.start_docs, job.start.offset, o.progress);
 
   struct sigaction sa {};
   sa.sa_handler = on_interrupt;
@@ -323,53 +360,25 @@ int run_embed(const EmbedOptions& o) {
   sigaction(SIGTERM, &sa, nullptr);
 
   const Clock::time_point t0 = Clock::now();
-  BatchQueue queue(kQueueBatches);
-  std::thread reader_thread([&] { read_batches(*reader.value(), fe, o, queue); });
-  Status status;
   bool interrupted = false;
-  for (;;) {
-    Batch b = queue.pop();
-    status = job.consume(b);
-    if (status.ok()) status = b.error;
-    progress.update(job.output->appended(), b.end.offset);
-    if (!status.ok() || b.last) break;
-    if (g_interrupted.load()) {
-      interrupted = true;
-      status = job.checkpoint(b.end);
-      break;
-    }
-  }
-  queue.close();
-  reader_thread.join();
-  progress.finish(job.output->committed(), job.committed_at.offset);
-
-  const int64_t done = job.output->committed();
+  const Status status = run_pipeline(job, progress, interrupted);
+  const std::string done = format_count(job.output->committed());
   if (!status.ok()) {
     fail(status.message());
     std::fprintf(stderr, "prism embed: %s documents are committed in %s; fix the cause and rerun with --resume\n",
-                 format_count(done).c_str(), o.output.c_str());
+                 done.c_str(), o.output.c_str());
     return 1;
   }
   if (interrupted) {
     std::fprintf(stderr, "prism embed: interrupted; %s documents are committed; rerun with --resume to continue\n",
-                 format_count(done).c_str());
+                 done.c_str());
     return 130;
   }
   if (o.faiss) {
     Result<int64_t> rows = engines::encode::VectorIndex::build(o.output);
     if (!rows.has_value()) return fail("building index.faiss: " + rows.status().message());
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const int64_t run_docs = done - start_docs;
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: peak resident set, KiB
-  std::fprintf(
-      stderr, "prism embed: %s documents in %s (%s this run in %.1f s, %s docs/s, %s tokens/s, peak RSS %ld MiB)%s%s\n",
-      format_count(done).c_str(), o.output.c_str(), format_count(run_docs).c_str(), seconds,
-      format_count(seconds > 0 ? static_cast<int64_t>(run_docs / seconds) : 0).c_str(),
-      format_count(seconds > 0 ? static_cast<int64_t>(job.tokens / seconds) : 0).c_str(), usage.ru_maxrss / 1024,
-      job.skipped_empty > 0 ? (", " + format_count(job.skipped_empty) + " empty skipped").c_str() : "",
-      o.faiss ? ", index.faiss written" : "");
+  print_summary(job, std::chrono::duration<double>(Clock::now() - t0).count());
   return 0;
 }
 

@@ -27,9 +27,12 @@ struct EmbedOptions {
   std::string output;  // embedding folder
   std::string precision = "f32";
   bool resume = false;
-  int64_t batch_tokens = 16384;  // tokens per batch handed to the model (and micro-batch budget)
-  int64_t dimensions = 0;        // Matryoshka: 0 = the model's
-  bool truncate = false;         // cut documents longer than the model's maximum instead of failing
+  // Tokens per batch handed to the model (and its micro-batch budget). NOTE: measured on
+  // MiniLM-L6 size, f32, 2 threads: 2048, 8192 and 16384 run at the same docs/s (within
+  // noise), but peak RSS is 223, 358 and 560 MiB: bigger batches only cost memory.
+  int64_t batch_tokens = 2048;
+  int64_t dimensions = 0;  // Matryoshka: 0 = the model's
+  bool truncate = false;   // cut documents longer than the model's maximum instead of failing
   std::string text_field = "text";
   std::string id_field = "id";
   bool faiss = false;                // build index.faiss at the end

@@ -93,7 +93,6 @@ void ProgressReporter::print(int64_t docs, int64_t bytes_done, bool final) {
     std::fprintf(stderr, "%s %s\n", label_.c_str(), format_progress(s, 0).c_str());
   }
   std::fflush(stderr);
-  printed_ = true;
 }
 
 }  // namespace prism::app

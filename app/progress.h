@@ -42,7 +42,6 @@ class ProgressReporter {
   int64_t bytes_total_, start_docs_, start_bytes_;
   bool enabled_, tty_;
   std::chrono::steady_clock::time_point start_, last_print_;
-  bool printed_ = false;
 };
 
 }  // namespace prism::app
