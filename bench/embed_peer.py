@@ -107,7 +107,13 @@ def load(model_dir):
         for ours, theirs in per_layer.items():
             for p in ("weight", "bias"):
                 names[f"layers.{i}.{ours}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
-    state = {ours: weights[prefix + theirs].float() for ours, theirs in names.items()}
+    def tensor(name):
+        # Old BERT checkpoints (bert-base-uncased) name LayerNorm parameters gamma and beta.
+        if name not in weights and "LayerNorm" in name:
+            name = name.replace(".weight", ".gamma").replace(".bias", ".beta")
+        return weights[name].float()
+
+    state = {ours: tensor(prefix + theirs) for ours, theirs in names.items()}
     m.load_state_dict(state)
     return m.eval(), c
 
