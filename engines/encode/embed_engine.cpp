@@ -103,7 +103,7 @@ class EmbedEngine final : public serving::Engine {
   EmbedMetrics metrics_;
   std::unique_ptr<Embedder> embedder_;
   ops::Precision precision_ = ops::Precision::f32;
-  int64_t bulk_chunk_tokens_ = 512;
+  int64_t bulk_chunk_tokens_ = 128;
   int threads_ = 1;
 
   // Replica thread only.
@@ -129,7 +129,7 @@ Status EmbedEngine::load() {
 
   PRISM_ASSIGN_OR_RETURN(precision_, ops::parse_precision(config_.precision));
   PRISM_ASSIGN_OR_RETURN(bool packed, frontend_->knobs().get_bool("packing", true));
-  PRISM_ASSIGN_OR_RETURN(bulk_chunk_tokens_, frontend_->knobs().get_int("bulk_chunk_tokens", 512));
+  PRISM_ASSIGN_OR_RETURN(bulk_chunk_tokens_, frontend_->knobs().get_int("bulk_chunk_tokens", 128));
   if (bulk_chunk_tokens_ < 1) return invalid_argument("knob 'bulk_chunk_tokens' must be >= 1");
 
   EmbedderOptions options;

@@ -50,7 +50,7 @@ Status check_knob_names(const serving::Knobs& knobs) {
 Status check_engine_knobs(const serving::Knobs& knobs) {
   PRISM_RETURN_IF_ERROR(knobs.get_bool("packing", true).status());
   PRISM_RETURN_IF_ERROR(knobs.get_string("search_index", "").status());
-  PRISM_ASSIGN_OR_RETURN(int64_t chunk, knobs.get_int("bulk_chunk_tokens", 512));
+  PRISM_ASSIGN_OR_RETURN(int64_t chunk, knobs.get_int("bulk_chunk_tokens", 128));
   if (chunk < 1) return invalid_argument("knob 'bulk_chunk_tokens' must be >= 1, got " + std::to_string(chunk));
   return {};
 }
