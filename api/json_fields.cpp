@@ -5,9 +5,7 @@
 
 namespace prism::api {
 
-namespace {
-
-const char* type_name(const nlohmann::json& v) {
+const char* json_type_name(const nlohmann::json& v) {
   if (v.is_string()) return "a string";
   if (v.is_boolean()) return "a boolean";
   if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
@@ -16,6 +14,8 @@ const char* type_name(const nlohmann::json& v) {
   if (v.is_object()) return "an object";
   return "null";
 }
+
+namespace {
 
 }  // namespace
 
@@ -33,7 +33,7 @@ JsonFields::JsonFields(std::string_view body) {
     owned_ = nlohmann::json::object();
     error_ = invalid_json(detail);
   } else if (!owned_.is_object()) {
-    error_ = invalid_json(std::string("expected a JSON object, got ") + type_name(owned_));
+    error_ = invalid_json(std::string("expected a JSON object, got ") + json_type_name(owned_));
     owned_ = nlohmann::json::object();
   }
 }
@@ -44,7 +44,7 @@ JsonFields::JsonFields(const nlohmann::json& object, std::string prefix) : prefi
   } else {
     owned_ = nlohmann::json::object();
     error_ = invalid_field(prefix_.empty() ? "body" : prefix_.substr(0, prefix_.size() - 1),
-                           std::string("expected an object, got ") + type_name(object) + ".");
+                           std::string("expected an object, got ") + json_type_name(object) + ".");
   }
 }
 
@@ -74,7 +74,7 @@ std::string JsonFields::required_string(std::string_view field) {
     return {};
   }
   if (!v->is_string()) {
-    fail(field, std::string("expected a string, got ") + type_name(*v) + ".");
+    fail(field, std::string("expected a string, got ") + json_type_name(*v) + ".");
     return {};
   }
   return v->get<std::string>();
@@ -85,7 +85,7 @@ std::string JsonFields::optional_string(std::string_view field, std::string fall
   const nlohmann::json* v = find(field);
   if (!v) return fallback;
   if (!v->is_string()) {
-    fail(field, std::string("expected a string, got ") + type_name(*v) + ".");
+    fail(field, std::string("expected a string, got ") + json_type_name(*v) + ".");
     return fallback;
   }
   return v->get<std::string>();
@@ -105,7 +105,7 @@ int64_t JsonFields::optional_int(std::string_view field, int64_t fallback, int64
   const nlohmann::json* v = find(field);
   if (!v) return fallback;
   if (!v->is_number_integer() && !v->is_number_unsigned()) {
-    fail(field, std::string("expected an integer, got ") + type_name(*v) + ".");
+    fail(field, std::string("expected an integer, got ") + json_type_name(*v) + ".");
     return fallback;
   }
   if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi)) {
@@ -125,7 +125,7 @@ double JsonFields::optional_number(std::string_view field, double fallback, doub
   const nlohmann::json* v = find(field);
   if (!v) return fallback;
   if (!v->is_number()) {
-    fail(field, std::string("expected a number, got ") + type_name(*v) + ".");
+    fail(field, std::string("expected a number, got ") + json_type_name(*v) + ".");
     return fallback;
   }
   const double x = v->get<double>();
@@ -142,7 +142,7 @@ bool JsonFields::optional_bool(std::string_view field, bool fallback) {
   const nlohmann::json* v = find(field);
   if (!v) return fallback;
   if (!v->is_boolean()) {
-    fail(field, std::string("expected a boolean, got ") + type_name(*v) + ".");
+    fail(field, std::string("expected a boolean, got ") + json_type_name(*v) + ".");
     return fallback;
   }
   return v->get<bool>();
@@ -159,7 +159,7 @@ std::vector<std::string> JsonFields::required_strings(std::string_view field) {
   if (!v->is_array() || v->empty()) {
     fail(field, v->is_array() ? "expected a non-empty array of strings."
                               : std::string("expected a string or an array of strings, got ") +
-                                    type_name(*v) + ".");
+                                    json_type_name(*v) + ".");
     return {};
   }
   std::vector<std::string> out;
@@ -168,7 +168,7 @@ std::vector<std::string> JsonFields::required_strings(std::string_view field) {
     const nlohmann::json& e = (*v)[i];
     if (!e.is_string()) {
       fail(std::string(field) + "[" + std::to_string(i) + "]",
-           std::string("expected a string, got ") + type_name(e) + ".");
+           std::string("expected a string, got ") + json_type_name(e) + ".");
       return {};
     }
     out.push_back(e.get<std::string>());

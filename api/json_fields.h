@@ -20,6 +20,9 @@
 
 namespace prism::api {
 
+// "a string", "an integer", "an array", ... for error messages.
+const char* json_type_name(const nlohmann::json& v);
+
 class JsonFields {
  public:
   // Parses body; it must be a JSON object (else: invalid_json error).

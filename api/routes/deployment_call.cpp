@@ -42,6 +42,11 @@ void cancel_on_disconnect(Responder& responder, const serving::RequestPtr& reque
   });
 }
 
+void submit_or_refuse(serving::Deployment& deployment, const serving::RequestPtr& request, Responder& responder) {
+  if (auto refused = submit_to(deployment, request)) return (void)responder.send(error_response(*refused));
+  cancel_on_disconnect(responder, request);
+}
+
 ApiError completion_error(const Status& status) {
   if (status.code() == StatusCode::unavailable) return not_ready(status.message());
   return from_status(status);

@@ -91,8 +91,7 @@ void post_echo(serving::DeploymentSet& deployments, const Request& request, Resp
   r->cost_tokens = cost;
   r->lane = lane;
   r->request_id = request.request_id;
-  if (auto refused = submit_to(*d.value(), r)) return (void)responder.send(error_response(*refused));
-  cancel_on_disconnect(responder, r);
+  submit_or_refuse(*d.value(), r, responder);
 }
 
 // Requests of one WebSocket connection still running, cancelled when it closes.

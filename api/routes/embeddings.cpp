@@ -24,16 +24,6 @@ namespace {
 
 constexpr std::string_view kTask = "embed";
 
-// "a string", "an integer", ... for messages.
-const char* kind_of(const nlohmann::json& v) {
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
 
 std::string at(std::string_view base, std::size_t i) { return std::string(base) + "[" + std::to_string(i) + "]"; }
 
@@ -53,7 +43,7 @@ Status read_token_id(const nlohmann::json& v, const std::string& name, int64_t& 
     return {};
   }
   if (v.is_number()) return invalid_argument(name + " is " + v.dump() + ", not an integer token id.");
-  return invalid_argument(name + " is " + kind_of(v) + ", not an integer token id.");
+  return invalid_argument(name + " is " + json_type_name(v) + ", not an integer token id.");
 }
 
 Result<std::vector<int64_t>> read_token_array(const nlohmann::json& array, const std::string& name) {
@@ -66,7 +56,7 @@ Result<std::vector<int64_t>> read_token_array(const nlohmann::json& array, const
 
 // The form of element i differs from element 0's.
 Status mixed_forms(const nlohmann::json& input, std::size_t i) {
-  return invalid_argument(at("input", i) + " is " + kind_of(input[i]) + " but input[0] is " + kind_of(input[0]) +
+  return invalid_argument(at("input", i) + " is " + json_type_name(input[i]) + " but input[0] is " + json_type_name(input[0]) +
                           ": every element of input must have the same form (" + std::string(kForms) + ").");
 }
 
@@ -80,7 +70,7 @@ Result<EmbeddingInputs> parse_embedding_input(const nlohmann::json& input) {
     out.texts.push_back(input.get<std::string>());
     return out;
   }
-  if (!input.is_array()) return invalid_argument(std::string(kForms) + "; got " + kind_of(input) + ".");
+  if (!input.is_array()) return invalid_argument(std::string(kForms) + "; got " + json_type_name(input) + ".");
   if (input.empty()) return invalid_argument("input is an empty array.");
 
   const nlohmann::json& first = input[0];
@@ -114,7 +104,7 @@ Result<EmbeddingInputs> parse_embedding_input(const nlohmann::json& input) {
     }
     return out;
   }
-  return invalid_argument("input[0] is " + std::string(kind_of(first)) + ": " + std::string(kForms) + ".");
+  return invalid_argument("input[0] is " + std::string(json_type_name(first)) + ": " + std::string(kForms) + ".");
 }
 
 std::string input_element_name(const EmbeddingInputs& inputs, std::size_t i) {
@@ -287,8 +277,7 @@ void post_embeddings(serving::DeploymentSet& deployments, const Request& request
   r->cost_tokens = cost;
   r->lane = lane;
   r->request_id = request.request_id;
-  if (auto refused = submit_to(*d.value(), r)) return (void)responder.send(error_response(*refused));
-  cancel_on_disconnect(responder, r);
+  submit_or_refuse(*d.value(), r, responder);
 }
 
 }  // namespace
