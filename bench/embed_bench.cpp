@@ -26,7 +26,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/file.h"
 #include "engines/encode/embedder.h"
+#include "engines/encode/vector_index.h"
 #include "models/encoder.h"
 #include "runtime/gemm_peak.h"
 #include "runtime/threads.h"
@@ -129,15 +131,17 @@ struct PeerRun {
   std::vector<float> vectors;
 };
 
-// Reads a float32 C-order .npy written by numpy.save (header parsed just enough).
+// The vectors of a float32 [rows, cols] .npy written by numpy.save; empty when unreadable
+// (the caller then skips the comparison).
 std::vector<float> read_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::string data((std::istreambuf_iterator<char>(f)), {});
-  if (data.size() < 10) return {};
-  const size_t header_len = static_cast<unsigned char>(data[8]) | (static_cast<unsigned char>(data[9]) << 8);
-  const size_t off = 10 + header_len;
-  std::vector<float> v((data.size() - off) / sizeof(float));
-  std::memcpy(v.data(), data.data() + off, v.size() * sizeof(float));
+  prism::Result<std::string> data = prism::read_file(path);
+  if (!data.has_value()) return {};
+  prism::Result<prism::engines::encode::NpyF32Shape> shape = prism::engines::encode::parse_npy_f32_header(*data);
+  if (!shape.has_value()) return {};
+  const size_t n = static_cast<size_t>(shape->rows * shape->cols);
+  if (data->size() < static_cast<size_t>(shape->data_offset) + n * sizeof(float)) return {};
+  std::vector<float> v(n);
+  std::memcpy(v.data(), data->data() + shape->data_offset, n * sizeof(float));
   return v;
 }
 
