@@ -125,12 +125,18 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 
 // A paged KV cache as the kernels see it (the KV manager in engines/ owns the blocks).
 struct PagedKv {
-  Tensor k_cache, v_cache;  // [num_blocks, block_size, Hkv, D] f32 or bf16
+  Tensor k_cache, v_cache;  // [num_blocks, block_size, Hkv, D] f32, bf16 or i8
+  // i8 caches only: [num_blocks, Hkv] f32, one symmetric scale per (block, kv head):
+  // value = int8 * scale. Undefined for f32 and bf16 caches.
+  Tensor k_scale, v_scale;
   Tensor block_tables;      // [num_seqs, max_blocks_per_seq] i32
   Tensor context_lens;      // [num_seqs] i32: tokens in the cache, this step's included
 };
 // Writes this step's k, v ([T, Hkv, D] f32) into the cache at slot_mapping ([T] i32:
 // block * block_size + offset; a negative slot skips the token).
+// NOTE (i8): sequences fill a block from offset 0, so a write at offset 0 starts the block
+// afresh (its scales are reset to that token's). Afterwards a (block, head) scale only grows:
+// a token whose absmax exceeds it raises it and requantises the rows already there.
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv);
 // q: [Tq, Hq, D]; cu_seqlens_q: [num_seqs + 1] i32. Keys and values of sequence s are the
 // first context_lens[s] slots of its block table. Returns [Tq, Hq, D] f32.

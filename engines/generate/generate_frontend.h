@@ -1,0 +1,67 @@
+// engines/generate/generate_frontend.h: what the api needs of a generate deployment before it
+// queues a request, shared read-only by the I/O threads and every replica: the tokenizer, the
+// chat template, the context length, the end-of-sequence tokens and the model's sampling
+// defaults (generation_config.json). Reads only small files: no weights.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "engines/generate/sampling_params.h"
+#include "serving/config.h"
+#include "serving/engine.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace prism::engines::generate {
+
+class GenerateFrontend final : public serving::Frontend {
+ public:
+  // Reads <model>/tokenizer files, tokenizer_config.json (chat template, bos/eos),
+  // config.json (max_position_embeddings, sliding_window, eos_token_id: int or list) and
+  // generation_config.json when present (eos_token_id, temperature, top_p, top_k). Knob
+  // `max_model_len` lowers the context length.
+  static Result<std::shared_ptr<const GenerateFrontend>> load(const serving::DeploymentConfig& config);
+
+  const text::Tokenizer& tokenizer() const { return tokenizer_; }
+  // Null when the model has no chat template (then only /v1/completions serves it).
+  const text::ChatTemplate* chat_template() const { return chat_template_ ? &*chat_template_ : nullptr; }
+  int64_t max_context() const { return max_context_; }  // prompt + output tokens
+  int64_t vocab_size() const { return vocab_size_; }    // config.json's (the logits' width)
+  const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
+  // The model's defaults for the fields a request leaves unset (temperature, top_p, top_k);
+  // other fields at SamplingParams' defaults.
+  const SamplingParams& default_sampling() const { return defaults_; }
+
+  // The prompt of a chat: the template rendered with add_generation_prompt, then tokenized
+  // without adding special tokens (the template writes them). failed_precondition when the
+  // model has no chat template; the template's invalid_argument as is.
+  Result<std::vector<int32_t>> chat_prompt(const text::ChatRequest& chat) const;
+  // A completion prompt: text tokenized with the tokenizer's special tokens (BOS).
+  std::vector<int32_t> text_prompt(const std::string& text) const;
+  // Token ids given by the client: out_of_range naming the first id outside the vocabulary.
+  Result<std::vector<int32_t>> check_ids(const std::vector<int64_t>& ids) const;
+  // invalid_argument with the numbers when prompt + max_tokens cannot fit ("This model's
+  // maximum context length is 2048 tokens. However, you requested 2100 tokens (2000 in the
+  // messages, 100 in the completion)."). max_tokens: none → resolved to the room left.
+  Result<int> resolve_max_tokens(int64_t prompt_tokens, std::optional<int64_t> max_tokens) const;
+
+  // A token's text for logprobs: its decoded string and its bytes.
+  std::string token_text(int32_t token) const;
+
+ private:
+  text::Tokenizer tokenizer_;
+  std::optional<text::ChatTemplate> chat_template_;
+  int64_t max_context_ = 0;
+  int64_t vocab_size_ = 0;
+  std::vector<int32_t> eos_ids_;
+  SamplingParams defaults_;
+};
+
+}  // namespace prism::engines::generate

@@ -1,0 +1,59 @@
+// engines/generate/generate_payload.h: what a generate deployment passes between the api and
+// its engine. Plain data: no tensors. A request is one prompt and n choices; the engine
+// streams GenerateChunk partials (when the request has on_partial) and completes with a
+// GenerateOutput holding every choice in full.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engines/generate/sampling_params.h"
+#include "serving/request.h"
+
+namespace prism::engines::generate {
+
+struct GenerateInput final : serving::Payload {
+  std::vector<int32_t> prompt;  // token ids, special tokens included; checked by GenerateFrontend
+  SamplingParams sampling;
+};
+
+// Why a choice ended. OpenAI's finish_reason strings: "stop" (an end-of-sequence token, a
+// stop token or a stop string), "length" (max_tokens or the context length).
+enum class FinishReason : uint8_t { stop, length };
+std::string_view finish_reason_name(FinishReason reason);
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;  // log-softmax of the model's logits (before penalties and temperature)
+};
+
+struct TokenLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // SamplingParams::top_logprobs entries, most likely first
+};
+
+// New output of one choice: in a GenerateChunk, what was produced since the previous chunk;
+// in a GenerateOutput, the whole choice.
+struct ChoiceDelta {
+  int index = 0;                       // 0 .. n - 1
+  std::string text;                    // detokenized; ends before a stop string; whole UTF-8 only
+  std::vector<int32_t> tokens;         // the tokens behind `text` (stop tokens excluded)
+  std::vector<TokenLogprobs> logprobs; // one per token, when SamplingParams::logprobs
+  std::optional<FinishReason> finish;  // set on the choice's last delta
+};
+
+struct GenerateChunk final : serving::Payload {
+  std::vector<ChoiceDelta> deltas;  // choices with something new this step
+};
+
+struct GenerateOutput final : serving::Payload {
+  std::vector<ChoiceDelta> choices;  // all n, in index order, each with finish set
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;     // over every choice
+  int64_t cached_prompt_tokens = 0;  // prompt tokens whose K/V came from the prefix cache
+};
+
+}  // namespace prism::engines::generate
