@@ -7,6 +7,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "app/demo_chat.h"
 #include "app/demo_embed.h"
 
 namespace prism::app {
@@ -28,6 +29,7 @@ Status write_echo(const fs::path& dir) {
 constexpr DemoModel kDemoModels[] = {
     {"echo", "echo", write_echo, ""},
     {"demo-embed", "embed", write_demo_embed, ""},
+    {"demo-chat", "chat", write_demo_chat, kDemoChatToml},
 };
 
 // TOML basic string: quotes and backslashes escaped (paths may hold either).

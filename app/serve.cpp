@@ -12,6 +12,8 @@
 
 #include "api/http_server.h"
 #include "api/router.h"
+#include "api/routes/chat_completions.h"
+#include "api/routes/completions.h"
 #include "api/routes/echo.h"
 #include "api/routes/embeddings.h"
 #include "api/routes/search.h"
@@ -19,6 +21,7 @@
 #include "app/demo.h"
 #include "base/log.h"
 #include "engines/encode/embed_engine.h"
+#include "engines/generate/generate_engine.h"
 #include "runtime/cpu_features.h"
 #include "runtime/threads.h"
 #include "serving/deployment_set.h"
@@ -39,6 +42,7 @@ serving::EngineFactories make_engines() {
   serving::EngineFactories engines;
   serving::register_echo_engine(engines);
   prism::engines::encode::register_embed_engine(engines);
+  prism::engines::generate::register_generate_engine(engines);
   return engines;
 }
 
@@ -144,6 +148,8 @@ int run_serve(const ServeOptions& options) {
   api::add_operational_routes(router, {&deployments, &metrics, now_s});
   api::add_echo_routes(router, deployments);
   api::add_embeddings_routes(router, deployments);
+  api::add_chat_completions_routes(router, deployments);
+  api::add_completions_routes(router, deployments);
   if (Status s = api::add_search_routes(router, deployments); !s.ok()) return fail(s.message());
   api::HttpServer server(http_options(config.server), std::move(router));
 

@@ -3,8 +3,8 @@
 // primitives (matmul Q.K^T with the scale as output scale; when causal, a binary_add
 // primitive adding a [1, S, S] 0/-inf mask broadcast over heads; softmax_forward; matmul
 // P.V). The baseline computes every score even when causal; ours skips masked tiles.
-// (2) Decode over a paged cache: K/V bytes read per second as a fraction of the streaming
-// read bandwidth from memory_bandwidth.h. Usage: attention_bench [prefill|decode].
+// (2) Decode over a paged cache (f32, bf16, i8 with per-(block, head) scales): K/V bytes read
+// per second as a fraction of the streaming read bandwidth from memory_bandwidth.h. Usage: attention_bench [prefill|decode].
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -157,26 +157,34 @@ void bench_decode(double bandwidth_gbs) {
               num_seqs, *std::min_element(ctx.begin(), ctx.end()), *std::max_element(ctx.begin(), ctx.end()),
               (long long)tokens, hq, hkv, D, bs);
   std::printf("%-6s %10s %10s %10s %12s\n", "cache", "ms", "K/V MB", "GB/s", "of read BW");
-  for (DType dtype : {DType::f32, DType::bf16}) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::i8}) {
     ops::PagedKv kv;
     kv.k_cache = Tensor::empty({total_blocks, bs, hkv, D}, dtype);
     kv.v_cache = Tensor::empty({total_blocks, bs, hkv, D}, dtype);
     for (Tensor* c : {&kv.k_cache, &kv.v_cache}) {  // cheap deterministic fill, in parallel
       const int64_t n = c->numel();
-      const bool f32 = dtype == DType::f32;
       void* raw = c->raw_data();
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) {
         const float x = float((uint32_t(i) * 2654435761u) >> 20) / 4096.0f - 0.5f;
-        if (f32) static_cast<float*>(raw)[i] = x;
-        else static_cast<bf16*>(raw)[i] = f32_to_bf16(x);
+        if (dtype == DType::f32) static_cast<float*>(raw)[i] = x;
+        else if (dtype == DType::bf16) static_cast<bf16*>(raw)[i] = f32_to_bf16(x);
+        else static_cast<int8_t*>(raw)[i] = int8_t(std::lround(x * 254.0f));
       }
+    }
+    if (dtype == DType::i8) {  // one scale per (block, kv head), as store_kv leaves them
+      kv.k_scale = Tensor::empty({total_blocks, hkv}, DType::f32);
+      kv.v_scale = Tensor::empty({total_blocks, hkv}, DType::f32);
+      std::fill_n(kv.k_scale.data<float>(), kv.k_scale.numel(), 0.5f / 127.0f);
+      std::fill_n(kv.v_scale.data<float>(), kv.v_scale.numel(), 0.5f / 127.0f);
     }
     kv.block_tables = Tensor::from<int32_t>(std::span<const int32_t>(table), {num_seqs, max_blocks});
     kv.context_lens = i32(ctx);
     const Tensor cu = i32(cu_q);
     const double t = best_seconds(10, [&] { ops::paged_attention(q, cu, kv); });
-    const double bytes = double(tokens) * hkv * D * 2 * dtype_size(dtype);
+    // Scales are 1/(bs * D) of the i8 bytes: counted, for honesty.
+    const double scale_bytes = dtype == DType::i8 ? 2.0 * total_blocks * hkv * sizeof(float) : 0.0;
+    const double bytes = double(tokens) * hkv * D * 2 * dtype_size(dtype) + scale_bytes;
     const double gbs = bytes / t / 1e9;
     std::printf("%-6s %10.2f %10.0f %10.1f %11.0f%%\n", std::string(dtype_name(dtype)).c_str(), t * 1e3,
                 bytes / 1e6, gbs, 100.0 * gbs / bandwidth_gbs);

@@ -17,9 +17,10 @@ namespace prism::engines::generate {
 class IncrementalDetokenizer {
  public:
   // tokenizer: outlives this object. prompt_tail: the last few prompt tokens (context for the
-  // first output token's leading space). stop: stop strings (may be empty).
+  // first output token's leading space). stop: stop strings (may be empty), looked for only
+  // in the text of output tokens after the first min_tokens (SamplingParams::min_tokens).
   IncrementalDetokenizer(const text::Tokenizer& tokenizer, std::span<const int32_t> prompt_tail,
-                         std::vector<std::string> stop, bool skip_special_tokens = true);
+                         std::vector<std::string> stop, bool skip_special_tokens = true, int min_tokens = 0);
 
   struct Step {
     std::string text;      // newly settled text (may be empty)
@@ -36,11 +37,22 @@ class IncrementalDetokenizer {
   const text::Tokenizer& tokenizer_;
   std::vector<std::string> stop_;
   bool skip_special_;
+  int min_tokens_;
+  int num_pushed_ = 0;
+  // Decodes tokens_[prefix_offset_, end) (false: an id the tokenizer does not know).
+  bool decode_window(size_t end, std::string& out) const;
+  // Adds settled text; a stop string ends it. Returns the text now safe to emit.
+  Step settle(std::string text, bool final);
+
   std::vector<int32_t> tokens_;  // context window + output
+  // NOTE: tokens_[prefix_offset_, read_offset_) decode to text already accounted for (it
+  // gives the next tokens their context); the window's text past it, up to window_emitted_
+  // bytes, is too. Offsets move only when the window's text ends on a whole character.
   size_t prefix_offset_ = 0, read_offset_ = 0;
+  size_t window_emitted_ = 0;
   std::string pending_;  // decoded but held back (possible stop-string prefix)
   std::string emitted_;
-  bool stopped_ = false;
+  bool stopped_ = false;   // a stop string was found, or finish() ran
 };
 
 }  // namespace prism::engines::generate

@@ -25,8 +25,8 @@ class GenerateFrontend final : public serving::Frontend {
  public:
   // Reads <model>/tokenizer files, tokenizer_config.json (chat template, bos/eos),
   // config.json (max_position_embeddings, sliding_window, eos_token_id: int or list) and
-  // generation_config.json when present (eos_token_id, temperature, top_p, top_k). Knob
-  // `max_model_len` lowers the context length.
+  // generation_config.json when present (eos_token_id, temperature, top_p, top_k, min_p,
+  // repetition_penalty). Knob `max_model_len` lowers the context length.
   static Result<std::shared_ptr<const GenerateFrontend>> load(const serving::DeploymentConfig& config);
 
   const text::Tokenizer& tokenizer() const { return tokenizer_; }
@@ -35,8 +35,8 @@ class GenerateFrontend final : public serving::Frontend {
   int64_t max_context() const { return max_context_; }  // prompt + output tokens
   int64_t vocab_size() const { return vocab_size_; }    // config.json's (the logits' width)
   const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
-  // The model's defaults for the fields a request leaves unset (temperature, top_p, top_k);
-  // other fields at SamplingParams' defaults.
+  // The model's defaults for the fields a request leaves unset (temperature, top_p, top_k,
+  // min_p, repetition_penalty); other fields at SamplingParams' defaults.
   const SamplingParams& default_sampling() const { return defaults_; }
 
   // The prompt of a chat: the template rendered with add_generation_prompt, then tokenized

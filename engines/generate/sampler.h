@@ -43,13 +43,28 @@ class SequenceSampler {
 
  private:
   void record(int32_t token);
-  // Penalties, temperature and filters applied to one row; returns false for greedy.
-  void process(std::span<float> logits) const;
+  // Penalties and temperature in place; unless greedy, then the filters: the tokens they drop
+  // become -inf and the scratch lists the survivors (or says every token survives).
+  void process(std::span<float> logits);
+  bool greedy() const;
+  void top_p_filter(std::span<const float> logits, float max_logit);
+  // weights = exp(candidate logit - max) over the processed row's candidates, in the
+  // thread's scratch; returns their sum.
+  double weigh(std::span<const float> logits);
+  // A draw from the scratch weights (entries may have been zeroed since weigh()); total:
+  // their sum.
+  int32_t pick(double total);
+  double uniform();  // [0, 1), 53 random bits
+  // Log-softmax of the raw row: the chosen token and the top_logprobs most likely.
+  TokenLogprobs logprobs_of(std::span<const float> raw, int32_t chosen);
 
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> output_counts_;  // generated tokens
   std::unordered_map<int32_t, int32_t> seen_;           // prompt and generated (repetition penalty)
+  // NOTE: the per-row buffers (candidates, weights: vocabulary-sized) are not members but
+  // one thread_local scratch in sampler.cpp: samplers run on their engine's thread, one row
+  // at a time, so a thousand running sequences do not hold a thousand copies.
 };
 
 }  // namespace prism::engines::generate

@@ -1,12 +1,14 @@
 // runtime/cpu/attention.cpp: ops::attention, ops::store_kv and ops::paged_attention. Checks
 // shapes (PRISM_CHECK: a wrong shape is a model bug), resolves the per-sequence description
 // and hands it to the tiled kernel in attention_kernel.cpp. No arithmetic here beyond the
-// cache writes of store_kv.
+// cache writes of store_kv (conversion to bf16, quantisation to i8 with per-(block, head)
+// scales).
 //
 // Head dims: multiples of 16 up to 128 (64, 80, 96, 128 among them) take the AVX-512 path;
 // any other head dim runs on the scalar path, correct but slow.
 // Padding (kv_lens): positions stay aligned to the slot length k_len from cu_seqlens_k (as
 // in a right-padded batch); only which keys are attended changes.
+#include <algorithm>
 #include <cmath>
 #include <span>
 #include <type_traits>
@@ -15,6 +17,10 @@
 #include "runtime/cpu/attention_kernel.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 namespace prism::ops {
 namespace {
@@ -120,10 +126,15 @@ namespace {
 void check_cache(const PagedKv& kv) {
   PRISM_CHECK_MSG(kv.k_cache.dim() == 4 && kv.k_cache.shape() == kv.v_cache.shape(),
                   "paged kv: k_cache and v_cache are [num_blocks, block_size, Hkv, D]");
-  PRISM_CHECK_MSG(kv.k_cache.dtype() == kv.v_cache.dtype() &&
-                      (kv.k_cache.dtype() == DType::f32 || kv.k_cache.dtype() == DType::bf16),
-                  "paged kv: caches must both be f32 or both bf16");
+  const DType dtype = kv.k_cache.dtype();
+  PRISM_CHECK_MSG(kv.v_cache.dtype() == dtype && (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8),
+                  "paged kv: caches must both be f32, both bf16 or both i8");
   PRISM_CHECK_MSG(kv.k_cache.is_contiguous() && kv.v_cache.is_contiguous(), "paged kv: caches must be contiguous");
+  if (dtype != DType::i8) return;
+  for (const Tensor* scale : {&kv.k_scale, &kv.v_scale})
+    PRISM_CHECK_MSG(scale->defined() && scale->dim() == 2 && scale->size(0) == kv.k_cache.size(0) &&
+                        scale->size(1) == kv.k_cache.size(2) && scale->dtype() == DType::f32 && scale->is_contiguous(),
+                    "paged kv: i8 caches need k_scale and v_scale [num_blocks, Hkv] f32");
 }
 
 template <class T>
@@ -147,6 +158,88 @@ void store_rows(const Tensor& src, const int32_t* slots, const Tensor& cache) {
   });
 }
 
+// ---- i8 cache writes ----
+// NOTE: one symmetric scale per (block, kv head) (runtime/ops.h): value = q * scale with
+// scale = the largest absmax / 127 of the rows written to the block since its offset-0 write.
+// A write at offset 0 resets the scale to that row's; a row whose absmax / 127 exceeds the
+// scale raises it and the rows at offsets [0, offset) are requantised to the new scale,
+// q' = round(q * (old / new)), so every row of a block always decodes with the block's one
+// scale. |q'| <= 127 * old / new < 127: no clipping. Each requantisation adds at most half a
+// step of the new scale to an old row's error (a row written once has <= scale / 2).
+// A scale that is not positive (an all-zero first row, or a block whose offset-0 write was
+// never seen) counts as empty: old rows decode to 0 either way.
+
+// absmax of n floats.
+float row_absmax(const float* x, int64_t n) {
+  int64_t i = 0;
+  float m = 0.0f;
+#ifdef __AVX512F__
+  __m512 vm = _mm512_setzero_ps();
+  for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+  m = _mm512_reduce_max_ps(vm);
+#endif
+  for (; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+  return m;
+}
+
+// dst[i] = round_half_even(x[i] * inv_scale), |.| <= 127 (saturates).
+void quantize_row(const float* x, int64_t n, float inv_scale, int8_t* dst) {
+  int64_t i = 0;
+#ifdef __AVX512F__
+  const __m512 vinv = _mm512_set1_ps(inv_scale);
+  for (; i + 16 <= n; i += 16) {  // cvtps_epi32 rounds half to even under the default MXCSR
+    const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm512_cvtsepi32_epi8(_mm512_max_epi32(q, _mm512_set1_epi32(-127))));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = int8_t(std::clamp(std::nearbyint(x[i] * inv_scale), -127.0f, 127.0f));
+}
+
+// Rows q[0, n) of D int8 each: q = round_half_even(q * ratio), ratio in [0, 1).
+void requantize_rows(int8_t* q, int64_t n, int64_t row_stride, int64_t D, float ratio) {
+  for (int64_t r = 0; r < n; ++r) {
+    int8_t* row = q + r * row_stride;
+    for (int64_t d = 0; d < D; ++d) row[d] = int8_t(std::nearbyint(float(row[d]) * ratio));
+  }
+}
+
+// One cache (k or v) for one kv head: the tokens in order (a later token of a block may
+// requantise what an earlier one wrote).
+void store_head_i8(const Tensor& src, const int32_t* slots, int64_t h, int64_t block_size, const Tensor& cache,
+                   float* scales) {
+  const int64_t T_ = src.size(0), H = src.size(1), D = src.size(2);
+  const float* s = src.data<float>();
+  int8_t* c = static_cast<int8_t*>(cache.raw_data());
+  for (int64_t t = 0; t < T_; ++t) {
+    if (slots[t] < 0) continue;
+    const int64_t block = slots[t] / block_size, offset = slots[t] % block_size;
+    const float* from = s + t * src.stride(0) + h * src.stride(1);
+    const float want = row_absmax(from, D) / 127.0f;
+    float& scale = scales[block * H + h];
+    int8_t* block_rows = c + (block * block_size * H + h) * D;  // offset 0 of (block, head)
+    if (offset == 0 || !(scale > 0.0f)) {
+      if (offset > 0) requantize_rows(block_rows, offset, H * D, D, 0.0f);
+      scale = want;
+    } else if (want > scale) {
+      requantize_rows(block_rows, offset, H * D, D, scale / want);
+      scale = want;
+    }
+    quantize_row(from, D, scale > 0.0f ? 1.0f / scale : 0.0f, block_rows + offset * H * D);
+  }
+}
+
+void store_i8(const Tensor& k, const Tensor& v, const int32_t* slots, PagedKv& kv) {
+  const int64_t H = k.size(1), block_size = kv.k_cache.size(1);
+  // NOTE: race-free by construction: a work item owns one (cache, head) column of every
+  // block, and walks the tokens in order.
+#pragma omp parallel for schedule(dynamic, 1) if (2 * H > 1 && k.size(0) * H * k.size(2) >= 4096)
+  for (int64_t i = 0; i < 2 * H; ++i) {
+    const bool is_v = i >= H;
+    store_head_i8(is_v ? v : k, slots, i % H, block_size, is_v ? kv.v_cache : kv.k_cache,
+                  (is_v ? kv.v_scale : kv.k_scale).data<float>());
+  }
+}
+
 }  // namespace
 
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {
@@ -162,7 +255,9 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Page
                   "store_kv: slot_mapping must be [T] i32");
   const int32_t* slots = slot_mapping.data<int32_t>();
   for (int64_t t = 0; t < k.size(0); ++t) PRISM_CHECK_MSG(slots[t] < num_slots, "store_kv: slot past the cache");
-  if (kv.k_cache.dtype() == DType::f32) {
+  if (kv.k_cache.dtype() == DType::i8) {
+    store_i8(k, v, slots, kv);
+  } else if (kv.k_cache.dtype() == DType::f32) {
     store_rows<float>(k, slots, kv.k_cache);
     store_rows<float>(v, slots, kv.v_cache);
   } else {
@@ -212,6 +307,10 @@ Tensor paged_attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedK
   p.k_stride_t = p.v_stride_t = hkv * D;
   p.k_stride_h = p.v_stride_h = D;
   p.block_size = int(block_size);
+  if (p.kv_dtype == DType::i8) {
+    p.k_scale = kv.k_scale.data<float>();
+    p.v_scale = kv.v_scale.data<float>();
+  }
   return run_problem(p, q, hkv, params, seq_list);
 }
 

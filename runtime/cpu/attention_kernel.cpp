@@ -124,8 +124,8 @@ struct Scratch {
   AlignedBuffer kt;      // [D, 64] the key tile transposed: keys along vector lanes
   AlignedBuffer s;       // [rows, 64] scores, then probabilities
   AlignedBuffer o;       // [rows, D] unnormalised output
-  AlignedBuffer k_conv;  // [64, D] bf16 keys converted to f32
-  AlignedBuffer v_conv;  // [64, D] bf16 values converted to f32
+  AlignedBuffer k_conv;  // [64, D] bf16 or i8 keys converted to f32
+  AlignedBuffer v_conv;  // [64, D] bf16 or i8 values converted to f32
   AlignedBuffer l_vec;   // [rows, 16] lane-wise partial sums of l (AVX-512 path)
   float m[kMaxRows], l[kMaxRows], alpha[kMaxRows];
   int lim[kMaxRows];    // keys [k0, lim) are visible to the row
@@ -158,6 +158,20 @@ void bf16_row_to_f32(const bf16* src, int n, float* dst) {
   for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
+// dst[i] = src[i] * scale: an i8 cache row dequantised (the product rounds once, as in
+// (float(q) * scale) anywhere else, so tests can dequantise the same way bit for bit).
+void i8_row_to_f32(const int8_t* src, int n, float scale, float* dst) {
+  int i = 0;
+#ifdef __AVX512F__
+  const __m512 s = _mm512_set1_ps(scale);
+  for (; i + 16 <= n; i += 16) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), s));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = float(src[i]) * scale;
+}
+
 // Row (token or slot) of key j0 + jj for jj < n, into rows[].
 void key_rows(const AttnProblem& p, const AttnSeq& s, int j0, int n, int64_t* rows) {
   if (p.block_size == 0) {
@@ -171,7 +185,8 @@ void key_rows(const AttnProblem& p, const AttnSeq& s, int j0, int n, int64_t* ro
   }
 }
 
-// Points k_rows / v_rows at keys j0..j0+n of (sequence, kv head), converting bf16 rows.
+// Points k_rows / v_rows at keys j0..j0+n of (sequence, kv head), converting bf16 rows and
+// dequantising i8 rows (paged only: the scale is the slot's block's, rows[jj] / block_size).
 void gather_tile(const AttnProblem& p, const int64_t* rows, int h, int n, Scratch& sc) {
   const int D = p.head_dim;
   if (p.kv_dtype == DType::f32) {
@@ -183,6 +198,18 @@ void gather_tile(const AttnProblem& p, const int64_t* rows, int h, int n, Scratc
   }
   float* kc = sc.k_conv.get(size_t(kTileKeys) * D);
   float* vc = sc.v_conv.get(size_t(kTileKeys) * D);
+  if (p.kv_dtype == DType::i8) {
+    for (int jj = 0; jj < n; ++jj) {
+      float* kd = kc + int64_t(jj) * D;
+      float* vd = vc + int64_t(jj) * D;
+      const int64_t scale_at = rows[jj] / p.block_size * p.num_kv_heads + h;
+      i8_row_to_f32(static_cast<const int8_t*>(p.k) + rows[jj] * p.k_stride_t + h * p.k_stride_h, D, p.k_scale[scale_at], kd);
+      i8_row_to_f32(static_cast<const int8_t*>(p.v) + rows[jj] * p.v_stride_t + h * p.v_stride_h, D, p.v_scale[scale_at], vd);
+      sc.k_rows[jj] = kd;
+      sc.v_rows[jj] = vd;
+    }
+    return;
+  }
   for (int jj = 0; jj < n; ++jj) {
     float* kd = kc + int64_t(jj) * D;
     float* vd = vc + int64_t(jj) * D;

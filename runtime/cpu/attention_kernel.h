@@ -28,14 +28,17 @@ struct AttnProblem {
   int64_t q_stride_t = 0, q_stride_h = 0;
   float* out = nullptr;  // [Tq, Hq, D] f32, contiguous
 
-  // Keys and values: f32 or bf16. Contiguous (block_size == 0): key j of a sequence is token
-  // k_start + j. Paged (block_size > 0): key j is slot block_table[j / bs] * bs + j % bs.
-  // Strides are in elements, per token (or slot) and per head.
+  // Keys and values: f32 or bf16, or i8 in a paged cache. Contiguous (block_size == 0): key j
+  // of a sequence is token k_start + j. Paged (block_size > 0): key j is slot
+  // block_table[j / bs] * bs + j % bs. Strides are in elements, per token (or slot) and per head.
   const void* k = nullptr;
   const void* v = nullptr;
   DType kv_dtype = DType::f32;
   int64_t k_stride_t = 0, k_stride_h = 0, v_stride_t = 0, v_stride_h = 0;
   int block_size = 0;
+  // i8 only: [num_blocks, num_kv_heads] f32, value = int8 * scale of the slot's (block, head).
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
 
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0;
   float scale = 0.0f;  // resolved: never 0 here

@@ -1,5 +1,8 @@
 // ops::linear on oneDNN matmul: weights packed once by pack_linear into the blocked layout
 // oneDNN's brgemm kernels want, then one cached primitive per (rows, row stride, activation).
+// bf16 at decode-sized M (rows <= cpu::kSmallMMaxRows) instead streams those same packed
+// weights through our own kernel (linear_small_m.cpp): oneDNN is well below the memory
+// bandwidth there.
 // Must not: reorder weights per call, create a primitive per call, or malloc scratch per call
 // in steady state (conversion buffers are thread-local and only grow).
 //
@@ -43,6 +46,7 @@
 
 #include "runtime/arena.h"
 #include "runtime/cpu/dnnl_context.h"
+#include "runtime/cpu/linear_activation.h"
 #include "runtime/cpu/linear_packed.h"
 #include "runtime/cpu/vec_math.h"
 #include "runtime/ops.h"
@@ -174,33 +178,12 @@ void quantize_rows_s8(const float* x, int64_t ld, int64_t M, int64_t K, int8_t* 
 
 
 // ---- int8 epilogue: y = act(sx[m] * y + b[n]) ----
-// NOTE: the activations are vec_math.h's, the same as ops::gelu/silu use; they agree with
-// oneDNN's post-ops (gelu_erf, gelu_tanh, swish) to f32 accuracy, so int8 and f32 linears
-// compute one function.
+// The activations are linear_activation.h's (cpu::activate512 / cpu::activate).
 
+using cpu::activate;
 #if defined(__AVX512F__)
-inline __m512 activate512(__m512 v, Activation act) {
-  switch (act) {
-    case Activation::none: return v;
-    case Activation::relu: return _mm512_max_ps(v, _mm512_setzero_ps());
-    case Activation::gelu_erf: return cpu::gelu_erf512(v);
-    case Activation::gelu_tanh: return cpu::gelu_tanh512(v);
-    case Activation::silu: return cpu::silu512(v);
-  }
-  return v;
-}
+using cpu::activate512;
 #endif
-
-inline float activate(float v, Activation act) {
-  switch (act) {
-    case Activation::none: return v;
-    case Activation::relu: return v > 0.0f ? v : 0.0f;
-    case Activation::gelu_erf: return cpu::gelu_erf_scalar(v);
-    case Activation::gelu_tanh: return cpu::gelu_tanh_scalar(v);
-    case Activation::silu: return cpu::silu_scalar(v);
-  }
-  return v;
-}
 
 // One row block of the epilogue with the activation fixed at compile time.
 // NOTE (speed): measured at M = 4096 on Zen 4 (same process, the old one-vector kernel vs
@@ -401,6 +384,8 @@ Result<std::shared_ptr<PackedLinear>> PackedLinear::create(const Tensor& weight,
   if (p.has_bias_) {
     p.bias_ = bias.contiguous().to(DType::f32).clone();
   }
+  if (precision == Precision::bf16)
+    p.small_m_ = cpu::bf16_panel_weights(p.weights_md_, p.weights_.get_data_handle(), K, N);
   return packed;
 }
 
@@ -440,6 +425,16 @@ Result<LinearWeight> pack_linear(const Tensor& weight, const Tensor& bias, Preci
 // ---- linear ----
 
 void PackedLinear::run(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const {
+  if (small_m_ && rows <= cpu::kSmallMMaxRows) return run_small_m(x, rows, ld, act, y);
+  run_onednn(x, rows, ld, act, y);
+}
+
+void PackedLinear::run_small_m(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const {
+  PRISM_CHECK_MSG(small_m_.has_value(), "linear: no small-M path for these weights");
+  cpu::small_m_linear_bf16(x, rows, ld, *small_m_, has_bias_ ? bias_.data<float>() : nullptr, act, y);
+}
+
+void PackedLinear::run_onednn(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const {
   dnnl::engine& eng = cpu::dnnl_engine();
   dnnl::stream& stream = cpu::dnnl_stream();
 

@@ -6,11 +6,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
 #include <dnnl.hpp>
 
+#include "runtime/cpu/linear_small_m.h"
 #include "runtime/ops.h"
 
 namespace prism::ops {
@@ -21,8 +23,14 @@ class PackedLinear {
   static Result<std::shared_ptr<PackedLinear>> create(const Tensor& weight, const Tensor& bias,
                                                       Precision precision);
 
-  // y[rows, out] = act(x[rows, in] (row stride ld) @ W^T + b). Any thread.
+  // y[rows, out] = act(x[rows, in] (row stride ld) @ W^T + b). Any thread. bf16 with rows <=
+  // cpu::kSmallMMaxRows takes the small-M kernel (linear_small_m.h), the rest oneDNN.
   void run(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const;
+  // The same through oneDNN only, or the small-M kernel only (rows <= 16; needs
+  // has_small_m()): for tests and benches that compare the two on one weight.
+  void run_onednn(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const;
+  void run_small_m(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const;
+  bool has_small_m() const { return small_m_.has_value(); }
 
   // The primitive for this shape; built once and cached. For tests and benches too.
   dnnl::matmul primitive(int64_t rows, int64_t ld, Activation act) const;
@@ -44,6 +52,7 @@ class PackedLinear {
   dnnl::memory weights_;              // [in, out] in weights_md_; owned
   Tensor bias_;                       // [out] f32, heap; undefined without bias
   std::vector<float> weight_scales_;  // [out]: int8 only, max|w[n, :]| / 127
+  std::optional<cpu::Bf16PanelWeights> small_m_;  // bf16 only: a view of weights_
 
   mutable std::mutex mu_;  // guards cache_ only; never held while executing
   mutable std::map<std::tuple<int64_t, int64_t, uint8_t>, dnnl::matmul> cache_;

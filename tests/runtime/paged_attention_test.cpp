@@ -1,7 +1,10 @@
 // ops::store_kv and ops::paged_attention: K/V written through shuffled, non-contiguous block
 // tables must give exactly what ops::attention gives on the same K/V laid out contiguously,
 // and both must match the double-precision reference. Covers decode, chunked prefill, empty
-// query sequences, GQA, every head dim, bf16 caches and the split (flash-decoding) path.
+// query sequences, GQA, every head dim, bf16 and i8 caches and the split (flash-decoding) path.
+// i8 caches: the kernel must equal ops::attention on the cache's own dequantised values (bit
+// for bit), stay within a measured bound of the f32 result, and store_kv must keep one scale
+// per (block, kv head) that resets at offset 0 and grows (requantising) on a larger token.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,12 +34,33 @@ struct PagedCase {
   bool causal = true;
 };
 
-// Fills every slot with NaN so that reading one nobody wrote poisons the result.
+// Fills every slot with NaN so that reading one nobody wrote poisons the result (i8: junk
+// values; its scales start as NaN, see nan_scales).
 Tensor nan_cache(int64_t num_blocks, int hkv, int d, DType dtype) {
   Tensor c = Tensor::empty({num_blocks, kBlockSize, hkv, d}, dtype);
   if (dtype == DType::f32) std::fill_n(c.data<float>(), c.numel(), std::numeric_limits<float>::quiet_NaN());
-  else std::fill_n(c.data<bf16>(), c.numel(), bf16{0x7fc0});
+  else if (dtype == DType::bf16) std::fill_n(c.data<bf16>(), c.numel(), bf16{0x7fc0});
+  else std::fill_n(c.data<int8_t>(), c.numel(), int8_t(99));
   return c;
+}
+
+Tensor nan_scales(int64_t num_blocks, int hkv) {
+  Tensor s = Tensor::empty({num_blocks, hkv}, DType::f32);
+  std::fill_n(s.data<float>(), s.numel(), std::numeric_limits<float>::quiet_NaN());
+  return s;
+}
+
+// [T, Hkv, D] f32: what an i8 cache holds for the given slots, q * scale(block, head).
+Tensor dequantize_slots(const Tensor& cache, const Tensor& scales, const std::vector<int32_t>& slots) {
+  const int64_t H = cache.size(2), D = cache.size(3), bs = cache.size(1);
+  Tensor out = Tensor::empty({int64_t(slots.size()), H, D}, DType::f32);
+  for (size_t t = 0; t < slots.size(); ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const float scale = scales.data<float>()[slots[t] / bs * H + h];
+      const int8_t* q = cache.data<int8_t>() + (int64_t(slots[t]) * H + h) * D;
+      for (int64_t d = 0; d < D; ++d) out.data<float>()[(int64_t(t) * H + h) * D + d] = float(q[d]) * scale;
+    }
+  return out;
 }
 
 void run_case(const PagedCase& pc, uint32_t seed) {
@@ -83,6 +107,10 @@ void run_case(const PagedCase& pc, uint32_t seed) {
   ops::PagedKv kv;
   kv.k_cache = nan_cache(num_blocks, pc.hkv, pc.d, pc.cache_dtype);
   kv.v_cache = nan_cache(num_blocks, pc.hkv, pc.d, pc.cache_dtype);
+  if (pc.cache_dtype == DType::i8) {
+    kv.k_scale = nan_scales(num_blocks, pc.hkv);
+    kv.v_scale = nan_scales(num_blocks, pc.hkv);
+  }
   kv.block_tables = Tensor::from<int32_t>(std::span<const int32_t>(table), {num_seqs, max_blocks});
   kv.context_lens = i32(std::vector<int32_t>(pc.ctx_lens.begin(), pc.ctx_lens.end()));
   // Two store_kv calls, as a prefill then a step would: the second also carries skipped rows.
@@ -103,11 +131,19 @@ void run_case(const PagedCase& pc, uint32_t seed) {
 
   const ops::AttentionParams params{.scale = 0.0f, .causal = pc.causal};
   const Tensor paged = ops::paged_attention(q, i32(c.cu_q), kv, params);
-  const Tensor flat = ops::attention(q, k, v, {i32(c.cu_q), i32(c.cu_k), Tensor()}, params);
+  // i8: the contiguous run reads what the cache holds; the reference stays the f32 input.
+  const bool i8 = pc.cache_dtype == DType::i8;
+  const Tensor k_held = i8 ? dequantize_slots(kv.k_cache, kv.k_scale, slots) : k;
+  const Tensor v_held = i8 ? dequantize_slots(kv.v_cache, kv.v_scale, slots) : v;
+  const Tensor flat = ops::attention(q, k_held, v_held, {i32(c.cu_q), i32(c.cu_k), Tensor()}, params);
   ASSERT_EQ(paged.shape(), flat.shape());
   // Same arithmetic in the same order: only where the rows come from differs.
   EXPECT_EQ(std::memcmp(paged.raw_data(), flat.raw_data(), paged.nbytes()), 0) << "paged != contiguous";
-  EXPECT_LE(test::max_scaled_error(paged, test::reference_attention(q, k, v, c), 1e-5, 1e-5), 1.0);
+  // i8 bound: values in [-1, 1) quantise with a step <= 1/127 per (block, head), an error of
+  // half a step per element (one requantisation at most doubles it); measured max error of
+  // the outputs below ~0.01 absolute, so 0.02 + 2% leaves a 2x margin.
+  const double tol = i8 ? 2e-2 : 1e-5;
+  EXPECT_LE(test::max_scaled_error(paged, test::reference_attention(q, k, v, c), tol, tol), 1.0);
 }
 
 class PagedHeadDimTest : public ::testing::TestWithParam<int> {};
@@ -129,6 +165,11 @@ TEST_P(PagedHeadDimTest, Bf16Cache) {
             .cache_dtype = DType::bf16}, 4);
 }
 
+TEST_P(PagedHeadDimTest, I8Cache) {
+  run_case({.q_lens = {1, 9, 1, 20}, .ctx_lens = {70, 9, 33, 45}, .hq = 8, .hkv = 2, .d = GetParam(),
+            .cache_dtype = DType::i8}, 9);
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadDims, PagedHeadDimTest, ::testing::Values(64, 80, 96, 128));
 
 TEST(PagedAttentionTest, LongContextSplitsKeys) {
@@ -138,6 +179,12 @@ TEST(PagedAttentionTest, LongContextSplitsKeys) {
 
 TEST(PagedAttentionTest, LlamaShapedDecode) {
   run_case({.q_lens = {1, 1, 1}, .ctx_lens = {300, 45, 128}, .hq = 32, .hkv = 8, .d = 128}, 7);
+  run_case({.q_lens = {1, 1, 1}, .ctx_lens = {300, 45, 128}, .hq = 32, .hkv = 8, .d = 128, .cache_dtype = DType::i8}, 7);
+}
+
+TEST(PagedAttentionTest, I8LongContextAndScalarHeadDim) {
+  run_case({.q_lens = {1}, .ctx_lens = {1500}, .hq = 4, .hkv = 1, .d = 64, .cache_dtype = DType::i8}, 10);
+  run_case({.q_lens = {1, 5}, .ctx_lens = {40, 20}, .hq = 4, .hkv = 2, .d = 40, .cache_dtype = DType::i8}, 11);
 }
 
 TEST(PagedAttentionTest, ScalarHeadDim) {

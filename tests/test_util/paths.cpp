@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <unistd.h>
+
 namespace prism::test {
 
 std::string testdata_dir() { return PRISM_TESTDATA_DIR; }
@@ -12,7 +14,8 @@ std::string python() { return PRISM_PYTHON; }
 
 std::string scratch_dir(const std::string& name) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(PRISM_TEST_TMPDIR) / name;
+  // NOTE: per process: ctest runs the tests of one executable as parallel processes.
+  const fs::path dir = fs::path(PRISM_TEST_TMPDIR) / (name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

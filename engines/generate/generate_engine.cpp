@@ -1,0 +1,935 @@
+// engines/generate/generate_engine.cpp: the continuous-batching loop of task "chat". Between
+// steps: take new requests, drop cancelled and expired ones, plan the step (scheduler.h),
+// apply it to the block pool; then one Decoder::forward over the flat batch, sampling (or
+// draft verification), stop checks, streaming and completion. Metrics of the generate pattern.
+// It must not: tokenize prompts (the api's threads do), see HTTP, or start threads.
+#include <algorithm>
+#include <climits>
+#include <deque>
+#include <exception>
+#include <random>
+#include <unordered_map>
+
+#include "base/log.h"
+#include "engines/generate/generate_engine_factory.h"
+#include "engines/generate/generate_frontend.h"
+#include "engines/generate/generate_payload.h"
+#include "engines/generate/kv_block_pool.h"
+#include "engines/generate/kv_cache.h"
+#include "engines/generate/scheduler.h"
+#include "engines/generate/sequence.h"
+#include "engines/generate/speculation.h"
+#include "runtime/arena.h"
+#include "runtime/threads.h"
+#include "serving/config.h"
+
+namespace prism::engines::generate {
+namespace {
+
+using serving::Clock;
+using serving::RequestPtr;
+
+constexpr double kUsageBuckets[] = {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+constexpr size_t kDetokenizerPromptTail = 5;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The engine's series, shared by the replicas of a deployment (same labels, same series).
+struct GenerateMetrics {
+  GenerateMetrics(serving::MetricsRegistry& m, const serving::Labels& l)
+      : ttft(m.histogram("prism_generate_time_to_first_token_seconds",
+                         "Submit to the first generated token of a request.", serving::latency_buckets_seconds(), l)),
+        itl(m.histogram("prism_generate_inter_token_latency_seconds",
+                        "Time between consecutive tokens of a sequence (a step's tokens share its time).",
+                        serving::latency_buckets_seconds(), l)),
+        e2e(m.histogram("prism_generate_e2e_request_seconds", "Submit to the last token of a request.",
+                        serving::latency_buckets_seconds(), l)),
+        queue(m.histogram("prism_generate_queue_seconds", "Submit to the first step that computes the request.",
+                          serving::latency_buckets_seconds(), l)),
+        step_tokens(m.histogram("prism_generate_step_tokens", "Tokens computed per engine step.",
+                                serving::batch_token_buckets(), l)),
+        running(m.gauge("prism_generate_sequences_running", "Sequences holding KV blocks and being computed.", l)),
+        waiting(m.gauge("prism_generate_sequences_waiting",
+                        "Sequences taken by the engine waiting for KV blocks or budget (preempted ones included).",
+                        l)),
+        kv_usage(m.gauge("prism_kv_cache_usage_ratio", "KV blocks referenced by sequences / all KV blocks.", l)),
+        prefix_hit(m.counter("prism_prefix_cache_hit_tokens_total", "Prompt tokens whose K/V came from the prefix cache.",
+                             l)),
+        prefix_queried(m.counter("prism_prefix_cache_queried_tokens_total",
+                                 "Prompt tokens looked up in the prefix cache (hit ratio: hit / queried).", l)),
+        preemptions(m.counter("prism_generate_preemptions_total",
+                              "Sequences preempted (blocks freed, recomputed later) because the KV cache was full.", l)),
+        prompt_tokens(m.counter("prism_generate_prompt_tokens_total", "Prompt tokens of admitted requests.", l)),
+        generation_tokens(m.counter("prism_generate_generation_tokens_total", "Tokens generated (every choice).", l)),
+        draft_tokens(m.counter("prism_spec_draft_tokens_total", "Draft tokens verified by speculative decoding.", l)),
+        accepted_tokens(m.counter("prism_spec_accepted_tokens_total",
+                                  "Draft tokens accepted (acceptance rate: accepted / draft).", l)) {}
+
+  serving::Histogram& ttft;
+  serving::Histogram& itl;
+  serving::Histogram& e2e;
+  serving::Histogram& queue;
+  serving::Histogram& step_tokens;
+  serving::Gauge& running;
+  serving::Gauge& waiting;
+  serving::Gauge& kv_usage;
+  serving::Counter& prefix_hit;
+  serving::Counter& prefix_queried;
+  serving::Counter& preemptions;
+  serving::Counter& prompt_tokens;
+  serving::Counter& generation_tokens;
+  serving::Counter& draft_tokens;
+  serving::Counter& accepted_tokens;
+};
+
+struct EngineKnobs {
+  int64_t kv_cache_bytes = 256ll << 20;
+  std::string kv_cache_dtype = "auto";
+  int block_size = 16;
+  int64_t max_step_tokens = 512;
+  bool prefix_caching = true;
+  std::string speculation = "none";
+  int num_speculative_tokens = 4;
+  int ngram_min = 1, ngram_max = 3;
+};
+
+// "FILE:LINE: knob 'name'" (or just "knob 'name'" when its origin is unknown).
+std::string knob_where(const serving::Knobs& k, std::string_view name) {
+  const std::string origin = k.origin(name);
+  return (origin.empty() ? "" : origin + ": ") + "knob '" + std::string(name) + "'";
+}
+
+Result<EngineKnobs> read_knobs(const serving::Knobs& k) {
+  EngineKnobs e;
+  PRISM_ASSIGN_OR_RETURN(e.kv_cache_bytes, k.get_int("kv_cache_bytes", e.kv_cache_bytes));
+  PRISM_ASSIGN_OR_RETURN(e.kv_cache_dtype, k.get_string("kv_cache_dtype", e.kv_cache_dtype));
+  PRISM_ASSIGN_OR_RETURN(int64_t block_size, k.get_int("block_size", e.block_size));
+  PRISM_ASSIGN_OR_RETURN(e.max_step_tokens, k.get_int("max_step_tokens", e.max_step_tokens));
+  PRISM_ASSIGN_OR_RETURN(e.prefix_caching, k.get_bool("prefix_caching", e.prefix_caching));
+  PRISM_ASSIGN_OR_RETURN(e.speculation, k.get_string("speculation", e.speculation));
+  PRISM_ASSIGN_OR_RETURN(int64_t spec, k.get_int("num_speculative_tokens", e.num_speculative_tokens));
+  PRISM_ASSIGN_OR_RETURN(int64_t nmin, k.get_int("ngram_min", e.ngram_min));
+  PRISM_ASSIGN_OR_RETURN(int64_t nmax, k.get_int("ngram_max", e.ngram_max));
+  auto bad = [&](std::string_view name, const std::string& rule, int64_t got) {
+    return invalid_argument(knob_where(k, name) + " must be " + rule + " (got " + std::to_string(got) + ")");
+  };
+  if (e.kv_cache_bytes < 1) return bad("kv_cache_bytes", ">= 1", e.kv_cache_bytes);
+  if (block_size < 1 || block_size > 1024) return bad("block_size", "in [1, 1024]", block_size);
+  if (e.max_step_tokens < 1) return bad("max_step_tokens", ">= 1", e.max_step_tokens);
+  if (spec < 1 || spec > 64) return bad("num_speculative_tokens", "in [1, 64]", spec);
+  if (nmin < 1 || nmin > 64) return bad("ngram_min", "in [1, 64]", nmin);
+  if (nmax < nmin || nmax > 64) return bad("ngram_max", "in [ngram_min, 64]", nmax);
+  if (e.speculation != "none" && e.speculation != "ngram")
+    return invalid_argument(knob_where(k, "speculation") + " must be none or ngram (got '" + e.speculation + "')");
+  if (e.kv_cache_dtype != "auto" && e.kv_cache_dtype != "f32" && e.kv_cache_dtype != "bf16" &&
+      e.kv_cache_dtype != "int8")
+    return invalid_argument(knob_where(k, "kv_cache_dtype") + " must be auto, f32, bf16 or int8 (got '" +
+                            e.kv_cache_dtype + "')");
+  e.block_size = int(block_size);
+  e.num_speculative_tokens = int(spec);
+  e.ngram_min = int(nmin);
+  e.ngram_max = int(nmax);
+  return e;
+}
+
+class GenerateEngine final : public serving::Engine {
+ public:
+  GenerateEngine(const serving::EngineContext& context, std::shared_ptr<const GenerateFrontend> frontend,
+                 DecoderLoader loader)
+      : config_(context.config),
+        frontend_(std::move(frontend)),
+        loader_(std::move(loader)),
+        replica_(context.replica),
+        replicas_(context.replicas),
+        metrics_(context.metrics, context.labels),
+        seed_rng_(std::random_device{}()) {}
+
+  Status load() override;
+  void serve(serving::BatchSource& source) override;
+  nlohmann::json describe() const override;
+
+ private:
+  // ---- between steps ----
+  void intake(std::vector<RequestPtr> requests);
+  Status check(const serving::Request& r) const;
+  void drop_cancelled_and_expired();
+  void fail_all(const Status& status);
+  int free_slots() const;
+
+  // ---- one step ----
+  void step();
+  void propose_drafts();
+  RunningView running_view(const Sequence& s) const;
+  WaitingView waiting_view(Sequence& s) const;
+  // Frees a running sequence's blocks and puts it at the front of the waiting list.
+  void preempt(Sequence& s);
+  // Moves a waiting sequence to running and takes its prefix-cache hit.
+  void admit(Sequence& s);
+  // Copy on write and new blocks so that s can take n more tokens; false if the pool is dry.
+  bool grow(Sequence& s, int64_t n);
+  struct StepItem {
+    Sequence* seq;
+    int64_t n;         // tokens computed this step
+    int64_t rows = 0;  // logits rows: 0, or 1 + drafts when the chunk reaches the last token
+  };
+  // After the forward: advance each sequence by its computed tokens, sample (or verify its
+  // drafts) from its rows ([sum rows, vocab] f32, in item order), check stops.
+  void sample_step(std::span<const StepItem> items, float* logits);
+  // Preempts, admits (taking prefix hits) and grows the planned sequences.
+  std::vector<StepItem> apply_plan(const StepPlan& plan);
+  void build_batch(std::vector<StepItem>& items);
+  // One Decoder::forward over the batch, then sample_step; a decoder failure fails the
+  // step's requests (the engine goes on).
+  void forward_and_sample(std::span<const StepItem> items);
+  void fork_choices(Sequence& first);
+  // Records one sampled token; returns false when the choice finished.
+  bool add_token(Sequence& s, const SampledToken& t);
+  void finish(Sequence& s, FinishReason reason);
+  void publish_full_blocks(Sequence& s);
+  void release_blocks(Sequence& s);
+  // Streams the step's deltas and completes requests whose choices all finished.
+  void emit_and_retire();
+  void complete(RequestState& rs);
+  void remove_request(RequestState* rs, const Status* status);
+  void update_gauges();
+
+  std::unique_ptr<Sequence> new_sequence(RequestState& rs, int choice);
+  uint64_t choice_seed(const SamplingParams& p, int choice);
+
+  const serving::DeploymentConfig& config_;  // not owned; outlives the engine
+  std::shared_ptr<const GenerateFrontend> frontend_;
+  DecoderLoader loader_;
+  const int replica_;
+  const int replicas_;
+  GenerateMetrics metrics_;
+  EngineKnobs knobs_;
+  ops::Precision precision_ = ops::Precision::f32;
+  std::unique_ptr<models::Decoder> decoder_;
+  std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<KvBlockPool> pool_;
+  KvCache kv_;
+  SchedulerLimits limits_;
+  int64_t max_context_ = 0;
+  int64_t vocab_ = 0;
+  int threads_ = 1;
+  std::mt19937_64 seed_rng_;
+
+  // Replica thread only.
+  std::vector<std::unique_ptr<RequestState>> requests_;
+  std::vector<Sequence*> running_;  // admission order
+  std::deque<Sequence*> waiting_;   // service order
+  std::unordered_map<int64_t, Sequence*> by_id_;
+  int64_t next_id_ = 1;
+  Arena arena_;
+  std::vector<std::vector<SampledToken>> sampled_;  // per step item
+  int64_t batch_max_blocks_ = 1;
+  std::vector<int32_t> batch_tokens_, batch_positions_, batch_slots_, batch_cu_, batch_ctx_, batch_rows_,
+      batch_tables_;
+};
+
+// ------------------------------------------------------------------------------------------
+// Load
+
+Status GenerateEngine::load() {
+  threads_ = std::max(1, num_threads() / std::max(1, replicas_));
+  omp_set_num_threads(threads_);  // this replica's share (see the NOTE in embed_engine.cpp)
+
+  PRISM_ASSIGN_OR_RETURN(knobs_, read_knobs(config_.knobs));
+  PRISM_ASSIGN_OR_RETURN(precision_, ops::parse_precision(config_.precision));
+  PRISM_ASSIGN_OR_RETURN(DType kv_dtype, parse_kv_cache_dtype(knobs_.kv_cache_dtype, precision_));
+  PRISM_ASSIGN_OR_RETURN(drafter_, make_drafter(knobs_.speculation, knobs_.ngram_min, knobs_.ngram_max));
+  PRISM_ASSIGN_OR_RETURN(decoder_, loader_(config_, precision_));
+
+  vocab_ = decoder_->vocab_size();
+  max_context_ = std::min<int64_t>(decoder_->max_context(), frontend_->max_context());
+  if (max_context_ < 2) return invalid_argument("the model's context length is below 2 tokens");
+  const models::KvSpec spec = decoder_->kv_spec();
+  const int64_t per_block = kv_bytes_per_block(spec, knobs_.block_size, kv_dtype);
+  const int64_t num_blocks = knobs_.kv_cache_bytes / per_block;
+  const int64_t needed = (max_context_ + knobs_.block_size - 1) / knobs_.block_size;
+  // NOTE: slots are i32 (block * block_size + offset) in DecoderBatch::slot_mapping.
+  if (num_blocks * knobs_.block_size > INT32_MAX)
+    return invalid_argument(knob_where(config_.knobs, "kv_cache_bytes") + " = " +
+                            std::to_string(knobs_.kv_cache_bytes) + " makes " + std::to_string(num_blocks) +
+                            " blocks of " + std::to_string(knobs_.block_size) + " tokens, more than 2^31 token slots");
+  if (num_blocks < needed)
+    return invalid_argument(
+        knob_where(config_.knobs, "kv_cache_bytes") + " = " + std::to_string(knobs_.kv_cache_bytes) + " holds " + std::to_string(num_blocks) +
+        " blocks of " + std::to_string(knobs_.block_size) + " tokens (" + std::to_string(per_block) +
+        " bytes each, " + std::string(dtype_name(kv_dtype)) + "), but one sequence of the context length " +
+        std::to_string(max_context_) + " needs " + std::to_string(needed) + " blocks (" +
+        std::to_string(needed * per_block) + " bytes); raise kv_cache_bytes or lower max_model_len");
+  kv_ = KvCache(spec, int(num_blocks), knobs_.block_size, kv_dtype);
+  pool_ = std::make_unique<KvBlockPool>(int(num_blocks), knobs_.block_size, knobs_.prefix_caching);
+
+  limits_.block_size = knobs_.block_size;
+  limits_.max_step_tokens = knobs_.max_step_tokens;
+  limits_.max_running = std::max(1, config_.batching.max_batch_size);
+  // NOTE: every running decode needs a token of the step budget, or the newest would starve.
+  if (knobs_.max_step_tokens < limits_.max_running)
+    return invalid_argument(knob_where(config_.knobs, "max_step_tokens") + " = " +
+                            std::to_string(knobs_.max_step_tokens) + " is below batching.max_batch_size = " +
+                            std::to_string(limits_.max_running) +
+                            ": each running sequence needs at least one token of every step");
+  limits_.watermark_blocks = int(std::min<int64_t>(num_blocks / 100, num_blocks - needed));
+
+  // Warm-up: a short forward builds the GEMM primitives and sizes the arena. It writes block
+  // 0's first slots, which nobody owns yet (the next owner overwrites them).
+  {
+    const int n = int(std::min<int64_t>(4, knobs_.block_size));
+    ArenaScope scope(&arena_);
+    models::DecoderBatch b;
+    std::vector<int32_t> ids(size_t(n), frontend_->eos_token_ids().empty() ? 0 : frontend_->eos_token_ids()[0]);
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    std::vector<int32_t> cu = {0, n}, tables = {0}, ctx = {n}, rows = {n - 1};
+    for (int i = 0; i < n; ++i) pos[size_t(i)] = i;
+    b.token_ids = Tensor::from<int32_t>(ids, {n});
+    b.positions = Tensor::from<int32_t>(pos, {n});
+    b.slot_mapping = Tensor::from<int32_t>(pos, {n});
+    b.cu_seqlens_q = Tensor::from<int32_t>(cu, {2});
+    b.block_tables = Tensor::from<int32_t>(tables, {1, 1});
+    b.context_lens = Tensor::from<int32_t>(ctx, {1});
+    b.logits_rows = Tensor::from<int32_t>(rows, {1});
+    try {
+      decoder_->forward(b, kv_.layers());
+    } catch (const std::exception& e) {
+      return internal_error(std::string("decoder warm-up failed: ") + e.what());
+    }
+  }
+  arena_.reset();
+
+  if (replica_ == 0)
+    PRISM_LOG_INFO("deployment {}: generate engine, {} replica(s) × {} thread(s), precision {}, KV {} × {} tokens "
+                   "({} tokens, {} MiB {}), max_step_tokens {}, max_running {}, prefix_caching {}, speculation {}",
+                   config_.name, replicas_, threads_, ops::precision_name(precision_), num_blocks, knobs_.block_size,
+                   num_blocks * knobs_.block_size, kv_.bytes() >> 20, dtype_name(kv_dtype), knobs_.max_step_tokens,
+                   limits_.max_running, knobs_.prefix_caching, knobs_.speculation);
+  update_gauges();
+  return {};
+}
+
+nlohmann::json GenerateEngine::describe() const {
+  return {{"engine", "generate"},
+          {"precision", std::string(ops::precision_name(precision_))},
+          {"max_context", max_context_},
+          {"vocab_size", vocab_},
+          {"weight_bytes", decoder_ ? decoder_->weight_bytes() : 0},
+          {"block_size", knobs_.block_size},
+          {"kv_blocks", kv_.num_blocks()},
+          {"kv_token_capacity", int64_t(kv_.num_blocks()) * kv_.block_size()},
+          {"kv_cache_dtype", std::string(dtype_name(kv_.dtype()))},
+          {"kv_cache_bytes", kv_.bytes()},
+          {"max_step_tokens", knobs_.max_step_tokens},
+          {"max_running", limits_.max_running},
+          {"prefix_caching", knobs_.prefix_caching},
+          {"speculation", knobs_.speculation},
+          {"num_speculative_tokens", knobs_.speculation == "none" ? 0 : knobs_.num_speculative_tokens},
+          {"threads_per_replica", threads_}};
+}
+
+// ------------------------------------------------------------------------------------------
+// The loop
+
+// NOTE: when nothing runs or waits the replica blocks in next_batch; otherwise it polls
+// between steps for as many requests as there are free sequence slots, so a request joins
+// the batch at the next step.
+void GenerateEngine::serve(serving::BatchSource& source) {
+  while (true) {
+    if (running_.empty() && waiting_.empty()) {
+      std::vector<RequestPtr> batch = source.next_batch();
+      if (batch.empty()) return;
+      intake(std::move(batch));
+      continue;
+    }
+    if (source.aborting()) {
+      fail_all(unavailable("the server is shutting down"));
+      continue;
+    }
+    if (const int slots = free_slots(); slots > 0) intake(source.poll(slots, knobs_.max_step_tokens));
+    drop_cancelled_and_expired();
+    if (running_.empty() && waiting_.empty()) continue;
+    step();
+  }
+}
+
+int GenerateEngine::free_slots() const {
+  int used = 0;
+  for (const Sequence* s : running_) used += 1 + (s->choice == 0 ? s->request->pending_forks : 0);
+  for (const Sequence* s : waiting_) used += 1 + (s->choice == 0 ? s->request->pending_forks : 0);
+  return limits_.max_running - used;
+}
+
+Status GenerateEngine::check(const serving::Request& r) const {
+  const auto* in = dynamic_cast<const GenerateInput*>(r.input.get());
+  if (in == nullptr) return invalid_argument("the generate engine needs a GenerateInput payload");
+  if (in->prompt.empty()) return invalid_argument("the prompt is empty");
+  for (int32_t id : in->prompt)
+    if (id < 0 || id >= vocab_)
+      return out_of_range("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                          std::to_string(vocab_) + ")");
+  const SamplingParams& p = in->sampling;
+  if (p.n < 1 || p.n > limits_.max_running)
+    return invalid_argument("n must be in [1, " + std::to_string(limits_.max_running) + "] (got " +
+                            std::to_string(p.n) + ")");
+  if (p.max_tokens < 1) return invalid_argument("max_tokens must be >= 1");
+  const int64_t prompt = int64_t(in->prompt.size());
+  if (prompt >= max_context_)
+    return invalid_argument("This model's maximum context length is " + std::to_string(max_context_) +
+                            " tokens. However, the prompt has " + std::to_string(prompt) +
+                            " tokens, leaving no room for a completion.");
+  const int64_t capacity = int64_t(pool_->num_blocks()) * pool_->block_size();
+  if (prompt + 1 > capacity)
+    return resource_exhausted("the prompt's " + std::to_string(prompt) + " tokens do not fit in the KV cache (" +
+                              std::to_string(capacity) + " tokens)");
+  return {};
+}
+
+std::unique_ptr<Sequence> GenerateEngine::new_sequence(RequestState& rs, int choice) {
+  auto s = std::make_unique<Sequence>();
+  s->id = next_id_++;
+  s->request = &rs;
+  s->choice = choice;
+  s->output.index = choice;
+  by_id_[s->id] = s.get();
+  return s;
+}
+
+uint64_t GenerateEngine::choice_seed(const SamplingParams& p, int choice) {
+  return p.seed ? *p.seed + uint64_t(choice) : seed_rng_();
+}
+
+void GenerateEngine::intake(std::vector<RequestPtr> requests) {
+  for (RequestPtr& r : requests) {
+    if (r->cancelled()) {
+      r->complete_cancelled();
+      continue;
+    }
+    if (Status st = check(*r); !st.ok()) {
+      r->complete(std::move(st));
+      continue;
+    }
+    auto rs = std::make_unique<RequestState>();
+    rs->request = std::move(r);
+    rs->input = static_cast<const GenerateInput*>(rs->request->input.get());
+    rs->pending_forks = rs->input->sampling.n - 1;
+    std::unique_ptr<Sequence> s = new_sequence(*rs, 0);
+    const auto& prompt = rs->input->prompt;
+    s->tokens = prompt;
+    s->sampler = std::make_unique<SequenceSampler>(rs->input->sampling, choice_seed(rs->input->sampling, 0), prompt);
+    const size_t tail = std::min(prompt.size(), kDetokenizerPromptTail);
+    s->detokenizer = std::make_unique<IncrementalDetokenizer>(
+        frontend_->tokenizer(), std::span<const int32_t>(prompt).last(tail), rs->input->sampling.stop,
+        /*skip_special_tokens=*/true, rs->input->sampling.min_tokens);
+    waiting_.push_back(s.get());
+    rs->choices.push_back(std::move(s));
+    metrics_.prompt_tokens.inc(double(prompt.size()));
+    requests_.push_back(std::move(rs));
+  }
+  update_gauges();
+}
+
+void GenerateEngine::drop_cancelled_and_expired() {
+  const auto now = Clock::now();
+  std::vector<RequestState*> gone;
+  for (auto& rs : requests_) {
+    const serving::Request& r = *rs->request;
+    if (r.cancelled() || now > r.deadline) gone.push_back(rs.get());
+  }
+  // NOTE: blocks are freed and the gauges updated before the completion runs, so whoever
+  // waits on it sees the cache as it is after the request.
+  std::vector<RequestPtr> to_complete;
+  for (RequestState* rs : gone) {
+    to_complete.push_back(rs->request);
+    remove_request(rs, nullptr);
+  }
+  if (gone.empty()) return;
+  update_gauges();
+  for (RequestPtr& r : to_complete) {
+    if (r->cancelled()) r->complete_cancelled();
+    else r->complete_deadline_exceeded();
+  }
+}
+
+void GenerateEngine::fail_all(const Status& status) {
+  while (!requests_.empty()) remove_request(requests_.front().get(), &status);
+  update_gauges();
+}
+
+// Frees every sequence of the request and forgets it; completes it with `status` if given.
+void GenerateEngine::remove_request(RequestState* rs, const Status* status) {
+  const RequestPtr request = rs->request;
+  for (auto& s : rs->choices) {
+    release_blocks(*s);
+    std::erase(running_, s.get());
+    std::erase(waiting_, s.get());
+    by_id_.erase(s->id);
+  }
+  std::erase_if(requests_, [&](const std::unique_ptr<RequestState>& p) { return p.get() == rs; });
+  if (status) request->complete(*status);
+}
+
+// NOTE: released last block first, so the LRU evicts a cached chain from its tail: the
+// blocks a later prompt can still hit (a chain is only usable from its start) go last.
+void GenerateEngine::release_blocks(Sequence& s) {
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) pool_->release(*it);
+  s.blocks.clear();
+  s.num_published = 0;
+  s.last_hash = kRootBlockHash;
+}
+
+void GenerateEngine::update_gauges() {
+  metrics_.running.set(double(running_.size()));
+  metrics_.waiting.set(double(waiting_.size()));
+  if (pool_) metrics_.kv_usage.set(double(pool_->num_used()) / double(pool_->num_blocks()));
+}
+
+// ------------------------------------------------------------------------------------------
+// Planning and applying a step
+
+void GenerateEngine::propose_drafts() {
+  for (Sequence* s : running_) {
+    s->draft.clear();
+    if (!drafter_ || !s->decoding()) continue;
+    const SamplingParams& p = s->request->input->sampling;
+    // Room: drafts past max_tokens or the context would be wasted work.
+    const int64_t room = std::min<int64_t>(p.max_tokens - s->num_generated - 1, max_context_ - int64_t(s->tokens.size()));
+    const int k = int(std::min<int64_t>(knobs_.num_speculative_tokens, room));
+    if (k <= 0) continue;
+    s->draft = drafter_->propose(s->tokens, k);
+    if (int(s->draft.size()) > k) s->draft.resize(size_t(k));
+  }
+}
+
+RunningView GenerateEngine::running_view(const Sequence& s) const {
+  RunningView v;
+  v.id = s.id;
+  v.num_computed = s.num_computed;
+  v.num_pending = s.num_uncomputed() + int64_t(s.draft.size());
+  v.num_blocks = int(s.blocks.size());
+  const size_t next = size_t(s.num_computed / pool_->block_size());
+  v.copy_blocks = next < s.blocks.size() && pool_->ref_count(s.blocks[next]) > 1 ? 1 : 0;
+  for (int b : s.blocks) v.num_freeable_blocks += pool_->ref_count(b) == 1 ? 1 : 0;
+  v.decoding = s.decoding();
+  return v;
+}
+
+WaitingView GenerateEngine::waiting_view(Sequence& s) const {
+  WaitingView v;
+  v.id = s.id;
+  v.num_tokens = int64_t(s.tokens.size());
+  v.num_seqs = 1 + (s.choice == 0 ? s.request->pending_forks : 0);
+  if (!pool_->prefix_caching()) return v;
+  // NOTE: the last token is always computed (its logits are needed), so at most
+  // (num_tokens - 1) / block_size blocks can come from the cache.
+  if (s.lookup_hashes.empty())
+    s.lookup_hashes = hash_full_blocks(s.tokens, pool_->block_size(), (v.num_tokens - 1) / pool_->block_size());
+  for (uint64_t h : s.lookup_hashes) {
+    const std::optional<int> b = pool_->lookup(h);
+    if (!b) break;
+    v.num_cached += pool_->block_size();
+    v.num_cached_unreferenced += pool_->ref_count(*b) == 0 ? 1 : 0;
+  }
+  return v;
+}
+
+void GenerateEngine::preempt(Sequence& s) {
+  release_blocks(s);
+  s.num_computed = 0;
+  s.draft.clear();
+  s.lookup_hashes.clear();
+  std::erase(running_, &s);
+  waiting_.push_front(&s);
+  metrics_.preemptions.inc();
+}
+
+void GenerateEngine::admit(Sequence& s) {
+  std::erase(waiting_, &s);
+  running_.push_back(&s);
+  int64_t hit = 0;
+  if (pool_->prefix_caching()) {
+    for (uint64_t h : s.lookup_hashes) {
+      const std::optional<int> b = pool_->lookup(h);
+      if (!b) break;
+      pool_->retain(*b);
+      s.blocks.push_back(*b);
+      s.last_hash = h;
+      hit += pool_->block_size();
+    }
+    s.num_published = int(s.blocks.size());
+    metrics_.prefix_queried.inc(double(s.tokens.size()));
+    metrics_.prefix_hit.inc(double(hit));
+  }
+  s.lookup_hashes.clear();
+  s.num_computed = hit;
+  RequestState& rs = *s.request;
+  if (!rs.scheduled) {
+    rs.scheduled = true;
+    rs.cached_prompt_tokens = hit;
+    metrics_.queue.observe(seconds_between(rs.request->enqueue_time(), Clock::now()));
+  }
+}
+
+bool GenerateEngine::grow(Sequence& s, int64_t n) {
+  const int bs = pool_->block_size();
+  const size_t next = size_t(s.num_computed / bs);
+  if (next < s.blocks.size() && pool_->ref_count(s.blocks[next]) > 1) {
+    // NOTE: copy on write: the next token lands in a block another sequence shares (the
+    // partial last prompt block after an n > 1 fork); this sequence takes a private copy.
+    const std::optional<int> fresh = pool_->allocate();
+    if (!fresh) return false;
+    kv_.copy_block(s.blocks[next], *fresh);
+    pool_->release(s.blocks[next]);
+    s.blocks[next] = *fresh;
+  }
+  while (int64_t(s.blocks.size()) * bs < s.num_computed + n) {
+    const std::optional<int> b = pool_->allocate();
+    if (!b) return false;
+    s.blocks.push_back(*b);
+  }
+  return true;
+}
+
+// NOTE: one step = plan (pure) → apply (preempt, admit with prefix hits, grow) → one forward
+// over every scheduled sequence → advance each (sample, verify drafts, stop checks) → stream
+// and retire. Tensors live in the step's arena, reset at the end of the step.
+void GenerateEngine::step() {
+  propose_drafts();
+  std::vector<RunningView> rviews;
+  rviews.reserve(running_.size());
+  for (const Sequence* s : running_) rviews.push_back(running_view(*s));
+  std::vector<WaitingView> wviews;
+  for (Sequence* s : waiting_) {
+    wviews.push_back(waiting_view(*s));
+    if (int(wviews.size()) >= limits_.max_running) break;  // admission never goes further
+  }
+  SchedulerLimits lim = limits_;
+  for (const Sequence* s : running_) lim.max_running -= s->choice == 0 ? s->request->pending_forks : 0;
+  const StepPlan plan = plan_step(rviews, wviews, pool_->num_free(), lim);
+
+  std::vector<StepItem> items = apply_plan(plan);
+  if (items.empty()) {
+    update_gauges();
+    return;
+  }
+  build_batch(items);
+  forward_and_sample(items);
+  emit_and_retire();
+  update_gauges();
+}
+
+std::vector<GenerateEngine::StepItem> GenerateEngine::apply_plan(const StepPlan& plan) {
+  for (int64_t id : plan.preempted) preempt(*by_id_.at(id));
+  for (const ScheduledSeq& a : plan.admitted) admit(*by_id_.at(a.id));
+  std::vector<StepItem> items;
+  for (const auto* list : {&plan.running, &plan.admitted})
+    for (const ScheduledSeq& sc : *list) {
+      Sequence& s = *by_id_.at(sc.id);
+      // Admission may have hit more of the cache than planned (never less: nothing was
+      // allocated in between): compute only what is left.
+      const int64_t n = std::min(sc.num_tokens, s.num_uncomputed() + int64_t(s.draft.size()));
+      if (!grow(s, n)) {
+        // Defensive: the plan's block count was off. Recompute this one later.
+        PRISM_LOG_WARN("deployment {}: KV block accounting was short; preempting a sequence", config_.name);
+        preempt(s);
+        continue;
+      }
+      if (n <= s.num_uncomputed()) s.draft.clear();
+      else s.draft.resize(size_t(n - s.num_uncomputed()));
+      items.push_back({&s, n, 0});
+    }
+  return items;
+}
+
+// The flat batch in batch_*_ (host vectors; tensors are made from them in the step's arena).
+// Sets each item's logits row count.
+void GenerateEngine::build_batch(std::vector<StepItem>& items) {
+  const int bs = pool_->block_size();
+  size_t max_blocks = 1;
+  for (const StepItem& it : items) max_blocks = std::max(max_blocks, it.seq->blocks.size());
+  batch_tokens_.clear();
+  batch_positions_.clear();
+  batch_slots_.clear();
+  batch_rows_.clear();
+  batch_cu_.assign(1, 0);
+  batch_ctx_.clear();
+  batch_tables_.assign(items.size() * max_blocks, 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    Sequence& s = *items[i].seq;
+    const int64_t n = items[i].n;
+    const int64_t real = std::min(n, s.num_uncomputed());
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t pos = s.num_computed + j;
+      const int32_t tok = j < real ? s.tokens[size_t(pos)] : s.draft[size_t(j - real)];
+      batch_tokens_.push_back(tok);
+      batch_positions_.push_back(int32_t(pos));
+      batch_slots_.push_back(int32_t(s.blocks[size_t(pos / bs)] * bs + pos % bs));
+    }
+    // Logits for the last real token and every draft, when the chunk reaches the end.
+    if (real == s.num_uncomputed()) {
+      const int64_t first = int64_t(batch_tokens_.size()) - n + real - 1;
+      for (int64_t r = first; r < int64_t(batch_tokens_.size()); ++r) batch_rows_.push_back(int32_t(r));
+      items[i].rows = n - real + 1;
+    }
+    batch_cu_.push_back(int32_t(batch_tokens_.size()));
+    batch_ctx_.push_back(int32_t(s.num_computed + n));
+    std::copy(s.blocks.begin(), s.blocks.end(), batch_tables_.begin() + ptrdiff_t(i * max_blocks));
+  }
+  batch_max_blocks_ = int64_t(max_blocks);
+  metrics_.step_tokens.observe(double(batch_tokens_.size()));
+}
+
+void GenerateEngine::forward_and_sample(std::span<const StepItem> items) {
+  {
+    ArenaScope scope(&arena_);
+    const int64_t T = int64_t(batch_tokens_.size()), S = int64_t(items.size());
+    const int64_t max_blocks = batch_max_blocks_;
+    models::DecoderBatch b;
+    b.token_ids = Tensor::from<int32_t>(batch_tokens_, {T});
+    b.positions = Tensor::from<int32_t>(batch_positions_, {T});
+    b.slot_mapping = Tensor::from<int32_t>(batch_slots_, {T});
+    b.cu_seqlens_q = Tensor::from<int32_t>(batch_cu_, {S + 1});
+    b.context_lens = Tensor::from<int32_t>(batch_ctx_, {S});
+    b.block_tables = Tensor::from<int32_t>(batch_tables_, {S, max_blocks});
+    b.logits_rows = Tensor::from<int32_t>(batch_rows_, {int64_t(batch_rows_.size())});
+    Tensor logits;
+    std::string error;
+    try {
+      logits = decoder_->forward(b, kv_.layers());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const bool bad_shape = !batch_rows_.empty() && (!logits.defined() || logits.dim() != 2 ||
+                                                    logits.size(0) != int64_t(batch_rows_.size()) ||
+                                                    logits.size(1) != vocab_ || logits.dtype() != DType::f32);
+    if (!error.empty() || bad_shape) {
+      if (error.empty()) error = "the decoder returned " + logits.to_string() + " logits";
+      PRISM_LOG_ERROR("deployment {}: decoder step failed: {}", config_.name, error);
+      const Status st = internal_error("generation failed: " + error);
+      std::vector<RequestState*> failed;
+      for (const StepItem& it : items)
+        if (std::find(failed.begin(), failed.end(), it.seq->request) == failed.end()) failed.push_back(it.seq->request);
+      for (RequestState* rs : failed) remove_request(rs, &st);
+      arena_.reset();
+      return;
+    }
+    Tensor rows = batch_rows_.empty() ? Tensor() : logits.contiguous();
+    sample_step(items, batch_rows_.empty() ? nullptr : rows.data<float>());
+  }
+  arena_.reset();
+}
+
+// ------------------------------------------------------------------------------------------
+// After the forward
+
+// NOTE: three passes over the step's sequences. (1) Sequential: count the computed tokens,
+// fork the choices of requests whose prefill just ended (each fork samples its own copy of
+// choice 0's row before choice 0 samples in place). (2) Parallel over sequences: sample or
+// verify (samplers are per sequence and share nothing). (3) Sequential: roll back rejected
+// drafts, stop checks, detokenize, publish full blocks.
+void GenerateEngine::sample_step(std::span<const StepItem> items, float* logits) {
+  std::vector<float*> rows(items.size(), nullptr);
+  for (size_t i = 0; i < items.size(); ++i) {
+    Sequence& s = *items[i].seq;
+    s.num_computed += items[i].n;
+    if (items[i].rows == 0) continue;  // a prefill chunk short of the end: nothing to sample
+    rows[i] = logits;
+    logits += items[i].rows * vocab_;
+    RequestState& rs = *s.request;
+    if (s.choice != 0 || rs.pending_forks == 0) continue;
+    fork_choices(s);
+    const std::span<const float> row(rows[i], size_t(vocab_));
+    for (size_t c = 1; c < rs.choices.size(); ++c) {
+      Sequence& f = *rs.choices[c];
+      std::vector<float> copy(row.begin(), row.end());
+      add_token(f, f.sampler->sample(copy));
+      publish_full_blocks(f);
+    }
+  }
+  sampled_.resize(items.size());
+  parallel_for(int64_t(items.size()), 4, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Sequence& s = *items[size_t(i)].seq;
+      std::vector<SampledToken>& out = sampled_[size_t(i)];
+      out.clear();
+      if (rows[size_t(i)] == nullptr) continue;
+      if (s.draft.empty()) out.push_back(s.sampler->sample(std::span<float>(rows[size_t(i)], size_t(vocab_))));
+      else out = s.sampler->verify(std::span<float>(rows[size_t(i)], size_t(items[size_t(i)].rows * vocab_)), vocab_, s.draft);
+    }
+  });
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (rows[i] == nullptr) continue;
+    Sequence& s = *items[i].seq;
+    const int64_t drafts = int64_t(s.draft.size());
+    if (drafts > 0) {
+      const int64_t accepted = int64_t(sampled_[i].size()) - 1;
+      metrics_.draft_tokens.inc(double(drafts));
+      metrics_.accepted_tokens.inc(double(accepted));
+      // NOTE: the K/V of rejected drafts stays in its slots until later tokens overwrite
+      // them; num_computed counts only accepted ones, so they are never read or published.
+      s.num_computed -= drafts - accepted;
+      s.draft.clear();
+    }
+    for (const SampledToken& t : sampled_[i])
+      if (!add_token(s, t)) break;
+    publish_full_blocks(s);
+  }
+}
+
+// NOTE: the n choices of a request share choice 0's prompt blocks (ref counted); the
+// partially filled last block is shared too until a choice writes into it (copy on write in
+// grow). Forks are made when choice 0's prefill ends, before any choice samples.
+void GenerateEngine::fork_choices(Sequence& first) {
+  RequestState& rs = *first.request;
+  const SamplingParams& p = rs.input->sampling;
+  for (int c = 1; c <= rs.pending_forks; ++c) {
+    std::unique_ptr<Sequence> f = new_sequence(rs, c);
+    f->tokens = first.tokens;
+    f->num_computed = first.num_computed;
+    f->blocks = first.blocks;
+    for (int b : f->blocks) pool_->retain(b);
+    f->num_published = first.num_published;
+    f->last_hash = first.last_hash;
+    f->sampler = std::make_unique<SequenceSampler>(p, choice_seed(p, c), rs.input->prompt);
+    const size_t tail = std::min(rs.input->prompt.size(), kDetokenizerPromptTail);
+    f->detokenizer = std::make_unique<IncrementalDetokenizer>(
+        frontend_->tokenizer(), std::span<const int32_t>(rs.input->prompt).last(tail), p.stop,
+        /*skip_special_tokens=*/true, p.min_tokens);
+    running_.push_back(f.get());
+    rs.choices.push_back(std::move(f));
+  }
+  rs.pending_forks = 0;
+}
+
+bool GenerateEngine::add_token(Sequence& s, const SampledToken& t) {
+  RequestState& rs = *s.request;
+  const SamplingParams& p = rs.input->sampling;
+  const auto now = Clock::now();
+  if (!rs.first_token) {
+    rs.first_token = true;
+    metrics_.ttft.observe(seconds_between(rs.request->enqueue_time(), now));
+  } else if (s.num_generated > 0) {
+    metrics_.itl.observe(seconds_between(s.last_token_time, now));
+  }
+  s.last_token_time = now;
+  ++s.num_generated;
+  metrics_.generation_tokens.inc();
+  s.tokens.push_back(t.token);
+
+  // NOTE: stop tokens and strings count only after min_tokens output tokens.
+  const bool may_stop = s.num_generated > p.min_tokens;
+  const auto& eos = frontend_->eos_token_ids();
+  const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), t.token) != eos.end();
+  const bool is_stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t.token) != p.stop_token_ids.end();
+  if (may_stop && (is_eos || is_stop_id)) {
+    s.output.text += s.detokenizer->finish();
+    finish(s, FinishReason::stop);
+    return false;
+  }
+  const IncrementalDetokenizer::Step d = s.detokenizer->push(t.token);
+  s.output.text += d.text;
+  s.output.tokens.push_back(t.token);
+  if (p.logprobs) s.output.logprobs.push_back(t.logprobs);
+  if (d.stopped) {
+    finish(s, FinishReason::stop);
+    return false;
+  }
+  if (s.num_generated >= p.max_tokens || int64_t(s.tokens.size()) >= max_context_) {
+    s.output.text += s.detokenizer->finish();
+    finish(s, FinishReason::length);
+    return false;
+  }
+  return true;
+}
+
+void GenerateEngine::finish(Sequence& s, FinishReason reason) {
+  s.finished = true;
+  s.output.finish = reason;
+  s.draft.clear();
+  // Blocks go back at once (published ones stay cached for later prompts).
+  publish_full_blocks(s);
+  release_blocks(s);
+  std::erase(running_, &s);
+  std::erase(waiting_, &s);
+  ++s.request->num_finished;
+}
+
+void GenerateEngine::publish_full_blocks(Sequence& s) {
+  if (!pool_->prefix_caching()) return;
+  const int bs = pool_->block_size();
+  // NOTE: only blocks whose every position is below num_computed hold final tokens' K/V.
+  while (int64_t(s.num_published + 1) * bs <= s.num_computed && size_t(s.num_published) < s.blocks.size()) {
+    const size_t start = size_t(s.num_published) * size_t(bs);
+    s.last_hash = hash_block(s.last_hash, std::span<const int32_t>(s.tokens).subspan(start, size_t(bs)));
+    pool_->publish(s.blocks[size_t(s.num_published)], s.last_hash);
+    ++s.num_published;
+  }
+}
+
+void GenerateEngine::emit_and_retire() {
+  std::vector<RequestState*> done;
+  for (auto& rs_ptr : requests_) {
+    RequestState& rs = *rs_ptr;
+    if (rs.request->on_partial) {
+      auto chunk = std::make_unique<GenerateChunk>();
+      for (auto& s : rs.choices) {
+        const bool new_text = s->output.text.size() > s->streamed_text;
+        const bool new_tokens = s->output.tokens.size() > s->streamed_tokens;
+        const bool newly_finished = s->finished && !s->finish_streamed;
+        if (!new_text && !new_tokens && !newly_finished) continue;
+        ChoiceDelta d;
+        d.index = s->choice;
+        d.text = s->output.text.substr(s->streamed_text);
+        d.tokens.assign(s->output.tokens.begin() + ptrdiff_t(s->streamed_tokens), s->output.tokens.end());
+        if (s->output.logprobs.size() > s->streamed_tokens)
+          d.logprobs.assign(s->output.logprobs.begin() + ptrdiff_t(s->streamed_tokens), s->output.logprobs.end());
+        s->streamed_tokens = s->output.tokens.size();
+        s->streamed_text = s->output.text.size();
+        if (s->finished) {
+          d.finish = s->output.finish;
+          s->finish_streamed = true;
+        }
+        chunk->deltas.push_back(std::move(d));
+      }
+      if (!chunk->deltas.empty()) rs.request->emit(serving::PayloadPtr(std::move(chunk)));
+    }
+    if (rs.pending_forks == 0 && rs.num_finished == int(rs.choices.size())) done.push_back(&rs);
+  }
+  for (RequestState* rs : done) complete(*rs);
+}
+
+void GenerateEngine::complete(RequestState& rs) {
+  const RequestPtr request = rs.request;
+  auto out = std::make_unique<GenerateOutput>();
+  out->prompt_tokens = int64_t(rs.input->prompt.size());
+  out->cached_prompt_tokens = rs.cached_prompt_tokens;
+  for (auto& s : rs.choices) {
+    out->completion_tokens += s->num_generated;
+    out->choices.push_back(std::move(s->output));
+  }
+  std::sort(out->choices.begin(), out->choices.end(),
+            [](const ChoiceDelta& a, const ChoiceDelta& b) { return a.index < b.index; });
+  metrics_.e2e.observe(seconds_between(request->enqueue_time(), Clock::now()));
+  remove_request(&rs, nullptr);
+  update_gauges();
+  request->complete(serving::PayloadPtr(std::move(out)));
+}
+
+}  // namespace
+
+serving::EngineFactory generate_engine_factory(DecoderLoader loader) {
+  return [loader](const serving::EngineContext& context) -> Result<std::unique_ptr<serving::Engine>> {
+    auto frontend = std::dynamic_pointer_cast<const GenerateFrontend>(context.frontend);
+    if (frontend == nullptr) return internal_error("a generate deployment needs its GenerateFrontend");
+    if (!loader) return internal_error("a generate deployment needs a decoder loader");
+    return std::unique_ptr<serving::Engine>(std::make_unique<GenerateEngine>(context, std::move(frontend), loader));
+  };
+}
+
+serving::FrontendFactory generate_frontend_factory() {
+  return [](const serving::DeploymentConfig& config) -> Result<serving::FrontendPtr> {
+    PRISM_ASSIGN_OR_RETURN(std::shared_ptr<const GenerateFrontend> fe, GenerateFrontend::load(config));
+    return serving::FrontendPtr(std::move(fe));
+  };
+}
+
+}  // namespace prism::engines::generate

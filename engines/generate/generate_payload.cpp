@@ -1,0 +1,15 @@
+// engines/generate/generate_payload.cpp: the payload types are plain data; only the finish
+// reason needs its OpenAI name.
+#include "engines/generate/generate_payload.h"
+
+namespace prism::engines::generate {
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::stop: return "stop";
+    case FinishReason::length: return "length";
+  }
+  return "stop";
+}
+
+}  // namespace prism::engines::generate

@@ -1,0 +1,327 @@
+// models/llama/llama.cpp: the Llama-family decoder. Weights loaded by checkpoint name and
+// packed once (q/k/v fused into one linear, gate/up into another: four GEMMs a layer); the
+// forward pass is a straight line of runtime ops over the engine's flat batch. Computes only:
+// no block allocation, scheduling or sampling here.
+#include "models/llama/llama.h"
+
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "formats/safetensors.h"
+#include "runtime/arena.h"
+
+namespace prism::models {
+namespace {
+
+using formats::WeightSource;
+
+// One decoder layer; fields named after the checkpoint's "model.layers.{i}.*" tensors.
+struct LlamaLayer {
+  Tensor input_layernorm;           // [hidden] f32
+  Tensor post_attention_layernorm;  // [hidden] f32
+  // self_attn.{q,k,v}_proj stacked along out: [(Hq + 2 Hkv) * D, hidden], rows q, k, v.
+  ops::LinearWeight self_attn_qkv_proj;
+  ops::LinearWeight self_attn_o_proj;  // [hidden, Hq * D]
+  // mlp.{gate,up}_proj stacked along out: [2 * intermediate, hidden], rows gate, then up.
+  ops::LinearWeight mlp_gate_up_proj;
+  ops::LinearWeight mlp_down_proj;  // [hidden, intermediate]
+};
+
+struct LlamaWeights {
+  Tensor embed_tokens;  // [vocab, hidden] in the checkpoint's dtype (bf16 stays bf16)
+  Tensor norm;          // [hidden] f32
+  ops::LinearWeight lm_head;  // [vocab, hidden]: lm_head.weight, or embed_tokens when tied
+  std::vector<LlamaLayer> layers;
+};
+
+// NOTE: WeightSource hands out views of the mmap'd checkpoint that keep the whole file
+// mapped. Every tensor the model keeps is copied out at load (linears are packed copies), so
+// the mapping is released when loading ends and resident memory is the model's own copies,
+// not those plus the touched pages of the file.
+Tensor owned(const Tensor& t) { return t.clone(); }
+
+// The dtype to stack pieces in: the checkpoint's when it is a float type GEMMs take, so a
+// bf16 checkpoint is not widened to f32 before packing (that would double load memory).
+DType stack_dtype(const WeightSource& src, const std::string& name) {
+  Result<Tensor> t = src.get(name);
+  if (t && (t->dtype() == DType::bf16 || t->dtype() == DType::f16)) return t->dtype();
+  return DType::f32;
+}
+
+// nn.Linear pieces "<base>.weight" [out_i, in] (+ "<base>.bias" [out_i] when with_bias)
+// stacked along out into one packed linear: their outputs side by side, in order.
+Result<ops::LinearWeight> stacked_linear(const WeightSource& src, const std::vector<std::string>& bases,
+                                         const std::vector<int64_t>& outs, int64_t in, bool with_bias,
+                                         ops::Precision precision) {
+  int64_t total = 0;
+  for (int64_t o : outs) total += o;
+  const DType dt = stack_dtype(src, bases[0] + ".weight");
+  Tensor weight = bases.size() == 1 ? Tensor() : Tensor::empty({total, in}, dt);
+  Tensor bias = with_bias ? Tensor::empty({total}, DType::f32) : Tensor();
+  int64_t row = 0;
+  for (size_t i = 0; i < bases.size(); ++i) {
+    PRISM_ASSIGN_OR_RETURN(const Tensor w, src.get(bases[i] + ".weight", {outs[i], in}, dt));
+    if (bases.size() == 1) weight = w;
+    else weight.slice(0, row, row + outs[i]).copy_from(w);
+    if (with_bias) {
+      PRISM_ASSIGN_OR_RETURN(const Tensor b, src.get(bases[i] + ".bias", {outs[i]}, DType::f32));
+      bias.slice(0, row, row + outs[i]).copy_from(b);
+    }
+    row += outs[i];
+  }
+  return ops::pack_linear(weight, bias, precision);
+}
+
+Result<LlamaLayer> load_layer(const WeightSource& src, const LlamaConfig& c, int64_t i, ops::Precision precision) {
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t q_out = c.num_attention_heads * c.head_dim, kv_out = c.num_key_value_heads * c.head_dim;
+  LlamaLayer L;
+  PRISM_ASSIGN_OR_RETURN(L.input_layernorm, src.get(p + "input_layernorm.weight", {h}, DType::f32));
+  PRISM_ASSIGN_OR_RETURN(L.post_attention_layernorm, src.get(p + "post_attention_layernorm.weight", {h}, DType::f32));
+  L.input_layernorm = owned(L.input_layernorm);
+  L.post_attention_layernorm = owned(L.post_attention_layernorm);
+  PRISM_ASSIGN_OR_RETURN(L.self_attn_qkv_proj,
+                         stacked_linear(src, {p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
+                                        {q_out, kv_out, kv_out}, h, c.q_k_v_bias, precision));
+  PRISM_ASSIGN_OR_RETURN(L.self_attn_o_proj,
+                         stacked_linear(src, {p + "self_attn.o_proj"}, {h}, q_out, c.o_bias, precision));
+  PRISM_ASSIGN_OR_RETURN(L.mlp_gate_up_proj, stacked_linear(src, {p + "mlp.gate_proj", p + "mlp.up_proj"},
+                                                            {inter, inter}, h, c.mlp_bias, precision));
+  PRISM_ASSIGN_OR_RETURN(L.mlp_down_proj,
+                         stacked_linear(src, {p + "mlp.down_proj"}, {h}, inter, c.mlp_bias, precision));
+  return L;
+}
+
+Result<LlamaWeights> load_weights(const WeightSource& src, const LlamaConfig& c, ops::Precision precision) {
+  const int64_t h = c.hidden_size, vocab = c.vocab_size;
+  LlamaWeights w;
+  PRISM_ASSIGN_OR_RETURN(const Tensor stored_embed, src.get("model.embed_tokens.weight"));
+  const DType embed_dt = stored_embed.dtype() == DType::bf16 || stored_embed.dtype() == DType::f16
+                             ? stored_embed.dtype() : DType::f32;
+  PRISM_ASSIGN_OR_RETURN(w.embed_tokens, src.get("model.embed_tokens.weight", {vocab, h}, embed_dt));
+  w.embed_tokens = owned(w.embed_tokens);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    PRISM_ASSIGN_OR_RETURN(LlamaLayer layer, load_layer(src, c, i, precision));
+    w.layers.push_back(std::move(layer));
+  }
+  PRISM_ASSIGN_OR_RETURN(w.norm, src.get("model.norm.weight", {h}, DType::f32));
+  w.norm = owned(w.norm);
+  // NOTE: a tied checkpoint has no lm_head.weight (transformers drops it on save); some
+  // exporters write it anyway, equal to embed_tokens, so a present one is used either way.
+  if (src.contains("lm_head.weight") || !c.tie_word_embeddings) {
+    PRISM_ASSIGN_OR_RETURN(w.lm_head, stacked_linear(src, {"lm_head"}, {vocab}, h, false, precision));
+  } else {
+    PRISM_ASSIGN_OR_RETURN(w.lm_head, ops::pack_linear(w.embed_tokens, Tensor(), precision));
+  }
+  return w;
+}
+
+// inv_freq of the rotary dims, edited by rope_scaling as transformers' ROPE_INIT_FUNCTIONS
+// do, in its f32 arithmetic (scalars rounded to f32, one op at a time).
+Tensor scaled_rope_inv_freq(const LlamaConfig& c) {
+  Tensor inv_freq = ops::rope_inv_freq(int(c.head_dim), c.rope_theta);  // [D / 2] f32
+  float* f = inv_freq.data<float>();
+  const int64_t half = inv_freq.size(0);
+  const RopeScaling& s = c.rope_scaling;
+  const float factor = float(s.factor);
+  if (s.type == RopeScalingType::linear) {
+    for (int64_t i = 0; i < half; ++i) f[i] = f[i] / factor;
+  } else if (s.type == RopeScalingType::llama3) {
+    // NOTE: _compute_llama3_parameters: wavelengths shorter than original/high_freq_factor
+    // keep their frequency, longer than original/low_freq_factor are divided by factor, and
+    // between the two a ramp in original/wavelen blends the two.
+    const float old_context = float(s.original_max_position_embeddings);
+    const float low = float(s.low_freq_factor);
+    const float low_freq_wavelen = float(double(s.original_max_position_embeddings) / s.low_freq_factor);
+    const float high_freq_wavelen = float(double(s.original_max_position_embeddings) / s.high_freq_factor);
+    const float two_pi = float(2.0 * std::numbers::pi);
+    const float ramp = float(s.high_freq_factor - s.low_freq_factor);
+    for (int64_t i = 0; i < half; ++i) {
+      // NOTE: PyTorch evaluates `scalar / tensor` as reciprocal(tensor) * scalar; so do we.
+      const float wavelen = (1.0f / f[i]) * two_pi;
+      const float scaled = wavelen > low_freq_wavelen ? f[i] / factor : f[i];
+      if (wavelen < high_freq_wavelen || wavelen > low_freq_wavelen) {
+        f[i] = scaled;
+      } else {
+        const float smooth = ((1.0f / wavelen) * old_context - low) / ramp;
+        f[i] = (1.0f - smooth) * scaled / factor + smooth * scaled;
+      }
+    }
+  }
+  return inv_freq;
+}
+
+// NOTE: a forward's intermediates live in a per-thread scratch arena reset at every layer,
+// so memory is one layer's worth whatever the depth and a steady state allocates nothing.
+// The residual stream (updated in place), the gathered rows and the logits go to the
+// caller's arena (the engine's step arena, or the heap), which outlives the call.
+Arena& scratch_arena() {
+  thread_local Arena arena;
+  return arena;
+}
+
+class LlamaDecoder final : public Decoder {
+ public:
+  LlamaDecoder(LlamaConfig config, LlamaWeights weights)
+      : c_(std::move(config)), w_(std::move(weights)),
+        rope_(ops::make_rope_table(scaled_rope_inv_freq(c_), c_.max_context())) {}
+
+  Tensor forward(const DecoderBatch& batch, std::span<const KvLayer> kv) override;
+  Tensor embed(const Tensor& token_ids) const override { return ops::embedding(w_.embed_tokens, token_ids); }
+  KvSpec kv_spec() const override {
+    return {int(c_.num_hidden_layers), int(c_.num_key_value_heads), int(c_.head_dim)};
+  }
+  int64_t vocab_size() const override { return c_.vocab_size; }
+  int64_t hidden_size() const override { return c_.hidden_size; }
+  int64_t max_context() const override { return c_.max_context(); }
+  int64_t weight_bytes() const override;
+  double flops(int64_t tokens, int64_t context) const override;
+
+ private:
+  Tensor embed_batch(const DecoderBatch& batch) const;
+  void layer_forward(const LlamaLayer& L, Tensor& x, const DecoderBatch& batch, const KvLayer& kv) const;
+  Tensor gather_rows(const Tensor& x, const Tensor& rows) const;
+
+  LlamaConfig c_;
+  LlamaWeights w_;
+  ops::RopeTable rope_;  // [max_context, D / 2]
+};
+
+// [T, hidden] f32 rows of token embeddings, or of batch.input_embeddings where the id is -1.
+Tensor LlamaDecoder::embed_batch(const DecoderBatch& batch) const {
+  const Tensor& ids = batch.token_ids;
+  const int64_t t = ids.size(0);
+  const int32_t* pid = ids.data<int32_t>();
+  int64_t num_spliced = 0;
+  for (int64_t i = 0; i < t; ++i) num_spliced += pid[i] == -1;
+  if (num_spliced == 0) return ops::embedding(w_.embed_tokens, ids);
+  const Tensor& e = batch.input_embeddings;
+  PRISM_CHECK_MSG(e.defined() && e.dim() == 2 && e.size(0) == t && e.size(1) == c_.hidden_size,
+                  "forward: token id -1 needs input_embeddings [T, hidden_size]");
+  Tensor safe_ids = Tensor::empty({t}, DType::i32);
+  int32_t* sid = safe_ids.data<int32_t>();
+  for (int64_t i = 0; i < t; ++i) sid[i] = pid[i] == -1 ? 0 : pid[i];
+  Tensor x = ops::embedding(w_.embed_tokens, safe_ids);
+  for (int64_t i = 0; i < t; ++i)
+    if (pid[i] == -1) x.select(0, i).copy_from(e.select(0, i));
+  return x;
+}
+
+// One pre-norm layer, the residual stream x [T, hidden] updated in place; intermediates in
+// the current (scratch) arena.
+void LlamaDecoder::layer_forward(const LlamaLayer& L, Tensor& x, const DecoderBatch& batch, const KvLayer& kv) const {
+  const int64_t t = x.size(0), hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
+  const float eps = float(c_.rms_norm_eps);
+  const Tensor h = ops::rms_norm(x, L.input_layernorm, eps);
+  const Tensor qkv = ops::linear(h, L.self_attn_qkv_proj).view({t, hq + 2 * hkv, d});  // [T, Hq + 2 Hkv, D]
+  Tensor q = qkv.slice(1, 0, hq);             // [T, Hq, D] strided views of qkv
+  Tensor k = qkv.slice(1, hq, hq + hkv);      // [T, Hkv, D]
+  const Tensor v = qkv.slice(1, hq + hkv, hq + 2 * hkv);
+  ops::apply_rope(q, batch.positions, rope_, ops::RopeStyle::half);
+  ops::apply_rope(k, batch.positions, rope_, ops::RopeStyle::half);
+  ops::PagedKv cache{kv.k, kv.v, kv.k_scale, kv.v_scale, batch.block_tables, batch.context_lens};
+  ops::store_kv(k, v, batch.slot_mapping, cache);
+  const Tensor attn = ops::paged_attention(q, batch.cu_seqlens_q, cache);  // [T, Hq, D]
+  ops::add_(x, ops::linear(attn.view({t, hq * d}), L.self_attn_o_proj));
+  const Tensor h2 = ops::rms_norm(x, L.post_attention_layernorm, eps);
+  const Tensor gate_up = ops::linear(h2, L.mlp_gate_up_proj);  // [T, 2 I]: gate, then up
+  const int64_t inter = c_.intermediate_size;
+  const Tensor act = ops::swiglu(gate_up.slice(1, 0, inter), gate_up.slice(1, inter, 2 * inter));
+  ops::add_(x, ops::linear(act, L.mlp_down_proj));
+}
+
+// x[rows]: [N, hidden] f32.
+Tensor LlamaDecoder::gather_rows(const Tensor& x, const Tensor& rows) const {
+  const int64_t n = rows.size(0), h = x.size(1);
+  const int32_t* r = rows.data<int32_t>();
+  Tensor out = Tensor::empty({n, h}, DType::f32);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    PRISM_CHECK_MSG(r[i] >= 0 && r[i] < x.size(0), "forward: logits_rows past the batch");
+    std::memcpy(dst + i * h, src + int64_t(r[i]) * h, size_t(h) * sizeof(float));
+  }
+  return out;
+}
+
+Tensor LlamaDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer> kv) {
+  const Tensor& ids = batch.token_ids;
+  PRISM_CHECK_MSG(ids.dim() == 1 && ids.dtype() == DType::i32 && ids.is_contiguous(), "forward: token_ids must be [T] i32");
+  PRISM_CHECK_MSG(int64_t(kv.size()) == c_.num_hidden_layers, "forward: one KvLayer per layer");
+  PRISM_CHECK_MSG(batch.logits_rows.dim() == 1 && batch.logits_rows.dtype() == DType::i32 &&
+                      batch.logits_rows.is_contiguous(), "forward: logits_rows must be [N] i32");
+  const int64_t t = ids.size(0);
+  if (t > 0) {
+    const Tensor& pos = batch.positions;
+    PRISM_CHECK_MSG(pos.dim() == 1 && pos.size(0) == t && pos.dtype() == DType::i32 && pos.is_contiguous(),
+                    "forward: positions must be [T] i32");
+    const int32_t* p = pos.data<int32_t>();
+    for (int64_t i = 0; i < t; ++i)
+      PRISM_CHECK_MSG(p[i] >= 0 && p[i] < c_.max_context(), "forward: position past max_context()");
+  }
+  const int64_t num_rows = batch.logits_rows.size(0);
+  PRISM_CHECK_MSG(num_rows <= t, "forward: more logits_rows than tokens");
+  if (t == 0) return Tensor::empty({0, c_.vocab_size}, DType::f32);
+  Arena* const result_arena = current_arena();  // the caller's (null: heap)
+  Tensor x = embed_batch(batch);                // [T, hidden] f32, the residual stream
+  Arena& scratch = scratch_arena();
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    scratch.reset();
+    ArenaScope scope(&scratch);
+    layer_forward(w_.layers[l], x, batch, kv[l]);
+  }
+  scratch.reset();
+  if (num_rows == 0) return Tensor::empty({0, c_.vocab_size}, DType::f32);  // K/V written: a chunk mid-prompt
+  Tensor normed;
+  {
+    ArenaScope scope(&scratch);
+    normed = ops::rms_norm(gather_rows(x, batch.logits_rows), w_.norm, float(c_.rms_norm_eps));  // [N, hidden]
+  }
+  ArenaScope scope(result_arena);
+  return ops::linear(normed, w_.lm_head);  // [N, vocab] f32
+}
+
+int64_t linear_bytes(const ops::LinearWeight& w) {
+  const int64_t elem = w.precision == ops::Precision::f32 ? 4 : w.precision == ops::Precision::bf16 ? 2 : 1;
+  int64_t bytes = w.in_features * w.out_features * elem;
+  if (w.precision == ops::Precision::int8) bytes += w.out_features * 4;  // per-channel scales
+  if (w.has_bias) bytes += w.out_features * 4;
+  return bytes;
+}
+
+int64_t LlamaDecoder::weight_bytes() const {
+  int64_t bytes = linear_bytes(w_.lm_head);
+  for (const LlamaLayer& L : w_.layers)
+    bytes += linear_bytes(L.self_attn_qkv_proj) + linear_bytes(L.self_attn_o_proj) +
+             linear_bytes(L.mlp_gate_up_proj) + linear_bytes(L.mlp_down_proj);
+  return bytes;
+}
+
+// NOTE: 2 x multiply-adds of the matmuls. Per layer and token: q/k/v (H (Hq + 2 Hkv) D),
+// o (Hq D H), gate/up/down (3 H I). Attention: new token i (0-based) attends context + i + 1
+// keys, q k^T and p v costing Hq D each per key. Norms, RoPE, softmax and SwiGLU are O(T H).
+double LlamaDecoder::flops(int64_t tokens, int64_t context) const {
+  const double n = double(tokens), h = double(c_.hidden_size), inter = double(c_.intermediate_size);
+  const double qd = double(c_.num_attention_heads * c_.head_dim), kvd = double(c_.num_key_value_heads * c_.head_dim);
+  const double per_token = h * (qd + 2 * kvd) + qd * h + 3 * h * inter;
+  const double keys = n * double(context) + n * (n + 1) / 2;
+  return 2.0 * double(c_.num_hidden_layers) * (per_token * n + 2 * qd * keys);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Decoder>> load_llama(const std::string& dir, ops::Precision precision) {
+  ArenaScope no_arena(nullptr);  // weights and the RoPE table outlive every forward's arena
+  PRISM_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::load(dir));
+  PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
+  Result<LlamaWeights> weights = load_weights(src, config, precision);
+  if (!weights) return Status(weights.status().code(), dir + ": " + weights.status().message());
+  return std::unique_ptr<Decoder>(new LlamaDecoder(std::move(config), std::move(weights).value()));
+}
+
+}  // namespace prism::models
