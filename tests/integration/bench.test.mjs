@@ -1,9 +1,9 @@
-// prism bench end to end. The chat workloads run against a mock OpenAI chat server written
-// here (there is no chat deployment yet): it streams SSE chunks with fixed delays and, by a
-// fixed plan, fails requests with 500 and 429, cuts a stream, ends one without [DONE], and
-// stalls one. The tool must count each as its kind of error, neither crash nor hang, and read
-// the mock's /metrics. The embeddings and echo workloads run against `prism serve` on the
-// demo set. Assertions are on counts and values, never on speed.
+// prism bench end to end. Every workload (chat, chat-shared-prefix, embed-online, embed-bulk,
+// echo) runs against `prism serve` on the demo set, with prism's own /metrics. A mock OpenAI
+// chat server written here covers what a healthy server never does: it streams SSE chunks with
+// fixed delays and, by a fixed plan, fails requests with 500 and 429, cuts a stream, ends one
+// without [DONE], and stalls one. The tool must count each as its kind of error, neither crash
+// nor hang. Assertions are on counts and values, never on speed.
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -274,44 +274,67 @@ describe('chat workloads against a mock OpenAI server', () => {
 
 // ---- embeddings and echo against prism serve ------------------------------------------------
 
-describe('embeddings and echo workloads against prism serve (demo set)', () => {
+describe('the four workloads and echo against prism serve (demo set)', () => {
   let server;
-  let hasEmbed;
-  let mock;
   before(async () => {
     server = await startServer({ config: null, args: ['--demo-dir', path.join(tempDir(), 'demo')] });
-    const models = await (await fetch(`${server.url}/v1/models`)).json();
-    hasEmbed = models.data.some((m) => m.id === 'demo-embed');
-    if (!hasEmbed) mock = await startMock();  // the demo set has no embedder yet: the mock answers
   });
-  after(async () => {
-    assert.equal(await server.stop(), 0);
-    if (mock) await mock.close();
+  after(async () => { assert.equal(await server.stop(), 0); });
+
+  test('chat: streamed replies, TTFT/ITL/TPOT and prism\'s generate metrics', async () => {
+    const out = path.join(tempDir(), 'chat.json');
+    const r = await bench(['--url', server.url, '--workload', 'chat', '--requests', '12', '--concurrency', '3',
+      '--input-tokens', '16-48', '--output-tokens', '8-16', '--ignore-eos', '--json', out, '--quiet']);
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    const report = readJson(out);
+    const p = report.points[0];
+    assert.equal(report.config.workload.model, 'demo-chat');
+    assert.equal(p.errors_total, 0, JSON.stringify(p.error_examples));
+    assert.equal(p.ok, 12);
+    assert.equal(p.latency_ms.ttft.count, 12);
+    assert.ok(p.latency_ms.itl.count > 0);
+    // --ignore-eos: every reply runs to its drawn length, and the server counted the same tokens.
+    const generated = serverMetric(p, 'prism_generate_generation_tokens_total')?.delta;
+    assert.equal(generated, p.totals.output_tokens, JSON.stringify(p.server.map((m) => m.name)));
+    assert.ok(p.totals.output_tokens >= 12 * 8 && p.totals.output_tokens <= 12 * 16);
+    assert.equal(serverMetric(p, 'prism_generate_time_to_first_token_seconds')?.count, 12);
+  });
+
+  test('chat-shared-prefix: shared system prompts and resent turns hit the prefix cache', async () => {
+    const out = path.join(tempDir(), 'shared.json');
+    const r = await bench(['--url', server.url, '--workload', 'chat-shared-prefix', '--requests', '16',
+      '--concurrency', '2', '--sessions', '4', '--turns', '2', '--system-prompts', '2', '--system-tokens', '128',
+      '--input-tokens', '8-16', '--output-tokens', '4-8', '--ignore-eos', '--json', out, '--quiet']);
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    const p = readJson(out).points[0];
+    assert.equal(p.errors_total, 0, JSON.stringify(p.error_examples));
+    assert.equal(p.ok, 16);
+    const hits = serverMetric(p, 'prism_prefix_cache_hit_tokens_total')?.delta;
+    const queried = serverMetric(p, 'prism_prefix_cache_queried_tokens_total')?.delta;
+    assert.ok(queried > 0 && hits > 0, `prefix cache: ${hits} of ${queried} prompt tokens`);
+    // 16 requests over 2 system prompts of 128 tokens: all but the first use of each hit.
+    assert.ok(hits >= 14 * 112, `prefix cache: ${hits} of ${queried} prompt tokens`);
   });
 
   test('embed-online: one short query per request, p99 and /metrics from prism', async () => {
     const out = path.join(tempDir(), 'online.json');
-    const url = hasEmbed ? server.url : mock.url;
-    const r = await bench(['--url', url, '--workload', 'embed-online', '--requests', '30', '--concurrency', '2',
+    const r = await bench(['--url', server.url, '--workload', 'embed-online', '--requests', '30', '--concurrency', '2',
       '--json', out, '--quiet']);
     assert.equal(r.code, 0, r.stderr + r.stdout);
     const p = readJson(out).points[0];
-    assert.equal(readJson(out).config.workload.model, hasEmbed ? 'demo-embed' : 'mock-embed');
+    assert.equal(readJson(out).config.workload.model, 'demo-embed');
     assert.equal(p.errors_total, 0, JSON.stringify(p.error_examples));
     assert.equal(p.totals.docs, 30);
     assert.ok(p.totals.input_tokens >= 30 * 3);
     assert.equal(p.latency_ms.e2e.count, 30);
-    if (hasEmbed) {
-      const requests = serverMetric(p, 'prism_requests_total');
-      assert.equal(requests?.delta, 30, JSON.stringify(p.server.map((m) => m.name)));
-      assert.equal(serverMetric(p, 'prism_queue_seconds')?.count, 30);
-    }
+    const requests = serverMetric(p, 'prism_requests_total');
+    assert.equal(requests?.delta, 30, JSON.stringify(p.server.map((m) => m.name)));
+    assert.equal(serverMetric(p, 'prism_queue_seconds')?.count, 30);
   });
 
   test('embed-bulk: many documents per request with a length mix, docs/s', async () => {
     const out = path.join(tempDir(), 'bulk.json');
-    const url = hasEmbed ? server.url : mock.url;
-    const r = await bench(['--url', url, '--workload', 'embed-bulk', '--requests', '4', '--concurrency', '2',
+    const r = await bench(['--url', server.url, '--workload', 'embed-bulk', '--requests', '4', '--concurrency', '2',
       '--docs-per-request', '16', '--doc-tokens', '8-24@90,48@10', '--json', out]);
     assert.equal(r.code, 0, r.stderr + r.stdout);
     const report = readJson(out);
