@@ -3,11 +3,11 @@
 // once warm, or start threads beyond the OpenMP pool.
 //
 // NOTE (why): at M = 1..8 a linear reads K * N * 2 bytes of weights for 2 * M * K * N flops,
-// so it is bound by memory bandwidth; oneDNN 2.6's brgemm runs these shapes as a GEMM with
-// M padded into its register tile and reaches well under the read bandwidth (figures in
-// bench/linear_bench, "small M" table). This kernel keeps the weights in oneDNN's layout
-// (linear_small_m.h) and makes the weight stream the only memory traffic: each 64-byte load
-// of weights (one k pair of 16 columns) feeds one dpbf16 per row.
+// so it is bound by memory bandwidth. At M = 1 oneDNN 2.6's brgemm streams them at 81-88%
+// of the rate of this kernel (bench/linear_bench small_m, same weights, same run; figures
+// below). This kernel keeps the weights in oneDNN's layout (linear_small_m.h) and makes the
+// weight stream the only memory traffic: each 64-byte load of weights (one k pair of 16
+// columns) feeds one dpbf16 per row.
 //
 // Work: columns are cut into 16-column panels, a contiguous range of panels per thread (the
 // thread then streams its own region of every 64-column group); a tile is up to 4 adjacent
@@ -17,9 +17,17 @@
 // x is converted once per call to bf16 pairs (int32: x[2p] low, x[2p + 1] high, zero past K)
 // inside the same parallel region, so a call costs one fork-join.
 //
-// NOTE (threshold, kSmallMMaxRows): measured on the 2-core Zen 4 (linear_bench, same run,
-// same weights): see the small-M table in the lead's report; this kernel beats oneDNN up
-// to M = 8 at every decode shape, and from M = 16 on oneDNN's compute-bound brgemm wins.
+// NOTE (threshold, kSmallMMaxRows = 8): measured on the shared 2-core Zen 4 with
+// `linear_bench small_m 1` (one thread, timed by its CPU clock, because the wall clock of a
+// 2-thread run there mostly measured the neighbours), weights GB/s, ours vs oneDNN, at the
+// SmolLM2-360M and Llama-3.2-1B shapes (960->2560 ... 2048->128256):
+//   M = 1: 1.14-1.24x (22.8-34.4 GB/s vs 19.8-29.4)   M = 2: 1.13-1.28x
+//   M = 4: 0.95-1.22x                                   M = 8: 1.02-1.10x
+//   M = 16: 0.84-0.95x (compute-bound; oneDNN's brgemm wins), so 16 rows stay on oneDNN.
+// Two threads, wall clock, in a quieter window (read bandwidth 50-59 GB/s), as a fraction
+// of the read bandwidth, ours / oneDNN: M = 1: 75-97% / 69-90% (Llama-3.2-1B shapes 85-97%,
+// SmolLM2 2560->960, 4.9 MB of weights, 75%); M = 2 and 4: 68-92% / 64-83%; M = 8: 54-64% /
+// 52-65% (a wash); M = 16: 38-44% / 41-51%.
 #include "runtime/cpu/linear_small_m.h"
 
 #include <omp.h>

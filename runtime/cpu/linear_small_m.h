@@ -15,10 +15,9 @@
 
 namespace prism::cpu {
 
-// Rows up to which ops::linear (bf16) takes this kernel: at every decode shape measured it
-// was at least as fast as oneDNN up to M = 16 (see the NOTE at the top of
-// linear_small_m.cpp); the kernel's accumulator scratch holds 16 rows.
-constexpr int64_t kSmallMMaxRows = 16;
+// Rows up to which ops::linear (bf16) takes this kernel (see the NOTE at the top of
+// linear_small_m.cpp). The kernel itself takes up to 16 rows (run_small_m, for benches).
+constexpr int64_t kSmallMMaxRows = 8;
 
 // oneDNN's brgemm bf16 weights for a [K, N] matmul ("BA16a64b2a": blocks of 32 k x 64 n,
 // the K blocks of each 64-column group back to back): element (k, n) sits at
