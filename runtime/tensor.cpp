@@ -225,6 +225,27 @@ void Tensor::copy_from(const Tensor& src) {
   const int64_t n = numel();
   if (n == 0) return;
   const size_t ds = dtype_size(dtype_), ss = dtype_size(src.dtype_);
+  if (dtype_ == src.dtype_ && dim() >= 1 && stride(-1) == 1 && src.stride(-1) == 1) {
+    // Rows contiguous on both sides (slices of a fused projection, a transposed batch):
+    // one memcpy per row, the outer dims walked by an odometer.
+    const int64_t row = shape_[dim() - 1], rows = n / row;
+    Dims idx = shape_;
+    for (int i = 0; i < dim(); ++i) idx[i] = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t doff = 0, soff = 0;
+      for (int i = 0; i + 1 < dim(); ++i) {
+        doff += idx[i] * strides_[i];
+        soff += idx[i] * src.strides_[i];
+      }
+      std::memcpy(static_cast<char*>(data_) + doff * int64_t(ds),
+                  static_cast<const char*>(src.data_) + soff * int64_t(ss), size_t(row) * ds);
+      for (int i = dim() - 2; i >= 0; --i) {
+        if (++idx[i] < shape_[i]) break;
+        idx[i] = 0;
+      }
+    }
+    return;
+  }
   Dims idx = shape_;
   for (int i = 0; i < dim(); ++i) idx[i] = 0;
   for (int64_t e = 0; e < n; ++e) {

@@ -66,6 +66,16 @@ TEST(ActivationTest, SwigluMatchesReference) {
   }
 }
 
+// The gate and up halves of a fused [T, 2I] projection: strided rows, no copy first.
+TEST(ActivationTest, SwigluOnHalvesOfAFusedProjectionMatchesContiguous) {
+  const Tensor fused = random_f32({7, 2 * 37}, 3);
+  const Tensor gate = fused.slice(1, 0, 37), up = fused.slice(1, 37, 74);
+  ASSERT_FALSE(gate.is_contiguous());
+  const Tensor got = ops::swiglu(gate, up);
+  const Tensor want = ops::swiglu(gate.contiguous(), up.contiguous());
+  EXPECT_EQ(to_doubles(got), to_doubles(want));
+}
+
 TEST(ActivationTest, NanPropagates) {
   const Tensor x = Tensor::from<float>({NAN, 1.0f}, {2});
   EXPECT_TRUE(std::isnan(ops::gelu(x).data<float>()[0]));

@@ -39,6 +39,21 @@ TEST(TensorTest, ViewsShareMemory) {
   EXPECT_EQ(t.permute({1, 0}).contiguous().data<float>()[1], 3.0f);
 }
 
+// Slices whose rows are contiguous but apart (one memcpy per row), over 3 dims.
+TEST(TensorTest, ContiguousOfStridedRowsCopiesEveryElement) {
+  std::vector<float> v(2 * 3 * 8);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i);
+  Tensor t = Tensor::from<float>(std::span<const float>(v), {2, 3, 8});
+  Tensor s = t.slice(2, 2, 7);  // [2, 3, 5], row stride 8
+  ASSERT_FALSE(s.is_contiguous());
+  Tensor c = s.contiguous();
+  ASSERT_TRUE(c.is_contiguous());
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t k = 0; k < 5; ++k)
+        EXPECT_EQ(c.data<float>()[(a * 3 + b) * 5 + k], float((a * 3 + b) * 8 + 2 + k)) << a << b << k;
+}
+
 TEST(TensorTest, DtypeConversionsRoundTrip) {
   Tensor t = Tensor::from<float>({1.0f, -2.5f, 3.140625f, 65504.0f, 1e-8f}, {5});
   Tensor b = t.to(DType::bf16).to(DType::f32);
