@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "base/file.h"
 #include "tools/bench/compare_report.h"
@@ -18,14 +17,6 @@ namespace prism::app {
 namespace tb = tools::bench;
 
 namespace {
-
-Status write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return internal_error("cannot write " + path);
-  return {};
-}
 
 Result<tb::BenchReport> load_report(const std::string& path) {
   PRISM_ASSIGN_OR_RETURN(std::string text, read_file(path));
@@ -152,14 +143,14 @@ int run_bench(BenchCommand& c) {
   std::fflush(stdout);
   int code = 0;
   if (!c.json_path.empty()) {
-    if (Status s = write_text_file(c.json_path, tb::to_json(*report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    if (Status s = write_file(c.json_path, tb::to_json(*report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         !s.ok()) {
       std::fprintf(stderr, "prism bench: %s\n", s.message().c_str());
       code = 1;
     }
   }
   if (!c.html_path.empty()) {
-    if (Status s = write_text_file(c.html_path, tb::render_html_report(*report)); !s.ok()) {
+    if (Status s = write_file(c.html_path, tb::render_html_report(*report)); !s.ok()) {
       std::fprintf(stderr, "prism bench: %s\n", s.message().c_str());
       code = 1;
     }

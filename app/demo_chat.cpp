@@ -21,7 +21,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -32,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/file.h"
 #include "formats/safetensors.h"
 #include "runtime/tensor.h"
 #include "text/pre_tokenizers.h"
@@ -336,14 +336,7 @@ std::vector<std::pair<std::string, Tensor>> llama_weights(const Vocabulary& v) {
   return t;
 }
 
-Status write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) return internal_error("cannot write " + path.string());
-  return {};
-}
-
-Status write_json(const fs::path& path, const ordered_json& j) { return write_text(path, j.dump(2) + "\n"); }
+Status write_json(const fs::path& path, const ordered_json& j) { return write_file(path.string(), j.dump(2) + "\n"); }
 
 }  // namespace
 
@@ -356,7 +349,7 @@ Status write_demo_chat(const fs::path& dir) {
       formats::write_safetensors((dir / "model.safetensors").string(), llama_weights(v), {{"format", "pt"}}));
   PRISM_RETURN_IF_ERROR(write_json(dir / "tokenizer.json", tokenizer_json(v)));
   PRISM_RETURN_IF_ERROR(write_json(dir / "tokenizer_config.json", tokenizer_config()));
-  return write_text(dir / "README.txt",
+  return write_file((dir / "README.txt").string(),
                     "Prism demo deployment 'demo-chat': a tiny Llama (hidden 64, 2 layers, 4 heads, 2 KV heads,\n"
                     "tied embeddings) with random weights, a byte-level BPE tokenizer over a few hundred English\n"
                     "words and a ChatML chat template. It serves POST /v1/chat/completions and /v1/completions;\n"

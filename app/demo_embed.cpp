@@ -5,7 +5,6 @@
 
 #include <cctype>
 #include <cstdint>
-#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -15,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/file.h"
 #include "formats/safetensors.h"
 #include "runtime/tensor.h"
 
@@ -283,14 +283,7 @@ std::vector<std::pair<std::string, Tensor>> bert_weights(int64_t vocab_size) {
   return t;
 }
 
-Status write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) return internal_error("cannot write " + path.string());
-  return {};
-}
-
-Status write_json(const fs::path& path, const json& j) { return write_text(path, j.dump(2) + "\n"); }
+Status write_json(const fs::path& path, const json& j) { return write_file(path.string(), j.dump(2) + "\n"); }
 
 }  // namespace
 
@@ -333,7 +326,7 @@ Status write_demo_embed(const fs::path& dir) {
                                     {"pooling_mode_weightedmean_tokens", false},
                                     {"pooling_mode_lasttoken", false},
                                     {"include_prompt", true}}));
-  return write_text(dir / "README.txt",
+  return write_file((dir / "README.txt").string(),
                     "Prism demo deployment 'demo-embed': a tiny BERT encoder (hidden 128, 2 layers, 2 heads) with\n"
                     "random weights in the sentence-transformers layout (mean pooling, L2-normalised), and a small\n"
                     "WordPiece vocabulary. It serves POST /v1/embeddings; its vectors are meaningless.\n");

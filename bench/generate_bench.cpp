@@ -699,13 +699,16 @@ int main(int argc, char** argv) {
     if (o.modes.count("memory")) {
       const MemoryStatus after = memory_status();
       peak_rss = std::max(peak_rss, after.rss);
-      const int64_t bound = weight_bytes + kv_cache_bytes;
+      // Resident weights: what a step streams plus the embedding table and norms (a tied LM
+      // head keeps the table beside its packed copy).
+      const int64_t resident = info.value("resident_weight_bytes", weight_bytes);
+      const int64_t bound = resident + kv_cache_bytes;
       std::printf("\nmemory: RSS before the deployment %.1f MiB, after load %.1f MiB, after the workloads %.1f MiB "
                   "(anon %.1f, file-backed %.1f), highest after a workload %.1f MiB\n",
                   mib(base.rss), mib(loaded.rss), mib(after.rss), mib(after.anon), mib(after.file), mib(peak_rss));
-      std::printf("        weights %.1f MiB + KV budget %.1f MiB = %.1f MiB; RSS growth %.1f MiB = %.0f%% of it "
-                  "(overhead beyond it %+.1f MiB)\n",
-                  mib(weight_bytes), mib(kv_cache_bytes), mib(bound), mib(peak_rss - base.rss),
+      std::printf("        resident weights %.1f MiB (%.1f streamed per step) + KV budget %.1f MiB = %.1f MiB; "
+                  "RSS growth %.1f MiB = %.0f%% of it (overhead beyond it %+.1f MiB)\n",
+                  mib(resident), mib(weight_bytes), mib(kv_cache_bytes), mib(bound), mib(peak_rss - base.rss),
                   100.0 * double(peak_rss - base.rss) / double(std::max<int64_t>(1, bound)),
                   mib(peak_rss - base.rss - bound));
     }

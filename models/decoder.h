@@ -63,6 +63,9 @@ class Decoder {
   // Bytes of weights one decode step reads (every layer and the LM head, as packed): the
   // numerator of the bandwidth roofline.
   virtual int64_t weight_bytes() const = 0;
+  // Bytes of weights the model keeps in memory: weight_bytes() plus what a step does not
+  // stream (the embedding table, which a tied LM head keeps beside its packed copy; norms).
+  virtual int64_t resident_weight_bytes() const { return weight_bytes(); }
   // Multiply-adds × 2 of a forward over `tokens` new tokens attending `context` cached ones
   // (LM head for one row per sequence not included): what prefill benchmarks divide by time.
   virtual double flops(int64_t tokens, int64_t context) const = 0;

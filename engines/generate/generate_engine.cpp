@@ -314,6 +314,7 @@ nlohmann::json GenerateEngine::describe() const {
           {"max_context", max_context_},
           {"vocab_size", vocab_},
           {"weight_bytes", decoder_ ? decoder_->weight_bytes() : 0},
+          {"resident_weight_bytes", decoder_ ? decoder_->resident_weight_bytes() : 0},
           {"block_size", knobs_.block_size},
           {"kv_blocks", kv_.num_blocks()},
           {"kv_token_capacity", int64_t(kv_.num_blocks()) * kv_.block_size()},

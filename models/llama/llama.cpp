@@ -180,6 +180,7 @@ class LlamaDecoder final : public Decoder {
   int64_t hidden_size() const override { return c_.hidden_size; }
   int64_t max_context() const override { return c_.max_context(); }
   int64_t weight_bytes() const override;
+  int64_t resident_weight_bytes() const override;
   double flops(int64_t tokens, int64_t context) const override;
 
  private:
@@ -300,6 +301,11 @@ int64_t LlamaDecoder::weight_bytes() const {
     bytes += linear_bytes(L.self_attn_qkv_proj) + linear_bytes(L.self_attn_o_proj) +
              linear_bytes(L.mlp_gate_up_proj) + linear_bytes(L.mlp_down_proj);
   return bytes;
+}
+
+int64_t LlamaDecoder::resident_weight_bytes() const {
+  const int64_t norms = (2 * c_.num_hidden_layers + 1) * c_.hidden_size * int64_t(sizeof(float));
+  return weight_bytes() + int64_t(w_.embed_tokens.nbytes()) + norms;
 }
 
 // NOTE: 2 x multiply-adds of the matmuls. Per layer and token: q/k/v (H (Hq + 2 Hkv) D),

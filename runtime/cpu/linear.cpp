@@ -48,6 +48,7 @@
 #include "runtime/cpu/dnnl_context.h"
 #include "runtime/cpu/linear_activation.h"
 #include "runtime/cpu/linear_packed.h"
+#include "runtime/cpu/scratch_buffer.h"
 #include "runtime/cpu/vec_math.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
@@ -65,22 +66,7 @@ constexpr int64_t kPackRows = 256;
 // this the cache is cleared (primitives are rebuilt on demand; a rare cost, not a leak).
 constexpr size_t kMaxCachedPrimitives = 512;
 
-// A 64-byte aligned, thread-local buffer that only grows: conversion scratch without a
-// malloc per call in steady state.
-class ScratchBuffer {
- public:
-  void* get(size_t bytes) {
-    if (bytes > size_) {
-      size_ = bytes + bytes / 4;
-      mem_ = allocate_aligned(size_);
-    }
-    return mem_.get();
-  }
-
- private:
-  std::shared_ptr<void> mem_;
-  size_t size_ = 0;
-};
+using cpu::ScratchBuffer;  // conversion scratch without a malloc per call in steady state
 
 ScratchBuffer& src_scratch() {
   thread_local ScratchBuffer buffer;

@@ -39,6 +39,7 @@
 #include "base/check.h"
 #include "runtime/arena.h"
 #include "runtime/cpu/linear_activation.h"
+#include "runtime/cpu/scratch_buffer.h"
 
 #if defined(__AVX512BF16__)
 #include <immintrin.h>
@@ -87,22 +88,6 @@ constexpr int64_t kChunkPairs = 64;   // 64 pairs x 256 B = 16 KiB of a group: L
 // run), prefetching 8/16/32/64 k pairs ahead was 10-30% slower than none at M = 1 (e.g.
 // 2048->8192: 37.3 GB/s without, 26-31 with; oneDNN 27.1) and no better at M = 4.
 static_assert(kSmallMMaxRows <= kMaxRows);
-
-// A 64-byte aligned, thread-local buffer that only grows.
-class Scratch {
- public:
-  void* get(size_t bytes) {
-    if (bytes > size_) {
-      size_ = bytes + bytes / 4;
-      mem_ = allocate_aligned(size_);
-    }
-    return mem_.get();
-  }
-
- private:
-  std::shared_ptr<void> mem_;
-  size_t size_ = 0;
-};
 
 inline __m512bh as_bh(__m512i v) { return reinterpret_cast<__m512bh&>(v); }
 
@@ -189,7 +174,7 @@ void convert_chunks(const float* x, int64_t ld, int64_t k, int64_t x_stride, int
 void small_m_linear_bf16(const float* x, int64_t rows, int64_t ld, const Bf16PanelWeights& w, const float* bias,
                          ops::Activation act, float* y) {
   PRISM_CHECK_MSG(rows >= 1 && rows <= kMaxRows, "small_m_linear_bf16: rows out of range");
-  thread_local Scratch x_scratch;
+  thread_local ScratchBuffer x_scratch;
   const int64_t x_stride = (w.k_pairs + 15) / 16 * 16;  // int32 pairs per row, whole chunks
   const int64_t chunks_per_row = x_stride / 16;
   int32_t* xb = static_cast<int32_t*>(x_scratch.get(size_t(rows * x_stride) * sizeof(int32_t)));
