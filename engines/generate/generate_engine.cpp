@@ -10,6 +10,8 @@
 #include <random>
 #include <unordered_map>
 
+#include <unistd.h>
+
 #include "base/log.h"
 #include "engines/generate/generate_engine_factory.h"
 #include "engines/generate/generate_frontend.h"
@@ -245,8 +247,19 @@ Status GenerateEngine::load() {
   if (max_context_ < 2) return invalid_argument("the model's context length is below 2 tokens");
   const models::KvSpec spec = decoder_->kv_spec();
   const int64_t per_block = kv_bytes_per_block(spec, knobs_.block_size, kv_dtype);
-  const int64_t num_blocks = knobs_.kv_cache_bytes / per_block;
   const int64_t needed = (max_context_ + knobs_.block_size - 1) / knobs_.block_size;
+  // NOTE: without an explicit kv_cache_bytes the budget grows to one sequence of the full
+  // context when the default is smaller (real models' contexts of 8k-128k tokens need 0.3-4
+  // GiB), up to half the machine's memory. Pages are touched only as blocks fill.
+  if (!config_.knobs.has("kv_cache_bytes") && knobs_.kv_cache_bytes < needed * per_block) {
+    const int64_t half_ram = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE)) / 2;
+    if (needed * per_block <= half_ram) {
+      knobs_.kv_cache_bytes = needed * per_block;
+      PRISM_LOG_INFO("deployment {}: KV budget raised to {} MiB to hold one {}-token sequence (set knob "
+                     "kv_cache_bytes to choose it)", config_.name, knobs_.kv_cache_bytes >> 20, max_context_);
+    }
+  }
+  const int64_t num_blocks = knobs_.kv_cache_bytes / per_block;
   // NOTE: slots are i32 (block * block_size + offset) in DecoderBatch::slot_mapping.
   if (num_blocks * knobs_.block_size > INT32_MAX)
     return invalid_argument(knob_where(config_.knobs, "kv_cache_bytes") + " = " +
