@@ -61,6 +61,7 @@ struct EngineSetup {
   int num_speculative_tokens = 4;
   std::string kv_cache_dtype = "auto";
   int32_t poison_token = -1;
+  bool set_kv_cache_bytes = true;  // false: the engine's default budget
   test::NextTokenFn next = test::hashed_next_token;
 };
 
@@ -73,7 +74,7 @@ struct Fixture {
     c.precision = "f32";
     c.batching.max_batch_size = s.max_batch_size;
     c.knobs.set("block_size", int64_t(kBlockSize));
-    c.knobs.set("kv_cache_bytes", s.kv_blocks * kBytesPerBlock);
+    if (s.set_kv_cache_bytes) c.knobs.set("kv_cache_bytes", s.kv_blocks * kBytesPerBlock);
     c.knobs.set("max_step_tokens", s.max_step_tokens);
     c.knobs.set("prefix_caching", s.prefix_caching);
     c.knobs.set("speculation", s.speculation);
@@ -209,6 +210,24 @@ TEST(GenerateEngine, ConcurrentRequestsMatchTheContextFunctionThroughChunkedPref
   EXPECT_EQ(info["kv_token_capacity"], 256);
   EXPECT_EQ(info["kv_cache_dtype"], "f32");
   EXPECT_EQ(info["max_context"], 64);
+}
+
+// Without kv_cache_bytes the budget is 256 MiB, grown to one full-context sequence when that
+// is more (a real model's 128k context), so `prism serve --chat DIR` loads without a config.
+TEST(GenerateEngine, DefaultKvBudgetHoldsOneFullContextSequence) {
+  EngineSetup small;
+  small.set_kv_cache_bytes = false;
+  Fixture a("default_budget_small", small);
+  ASSERT_TRUE(a.load_status.ok()) << a.load_status.message();
+  EXPECT_EQ(a.d->info().engine["kv_cache_bytes"], int64_t(256) << 20);
+
+  EngineSetup large = small;
+  large.max_context = int64_t(1) << 25;  // 2^23 blocks of 64 bytes: 512 MiB > 256 MiB
+  Fixture b("default_budget_large", large);
+  ASSERT_TRUE(b.load_status.ok()) << b.load_status.message();
+  const nlohmann::json info = b.d->info().engine;
+  EXPECT_EQ(info["kv_token_capacity"], int64_t(1) << 25);
+  EXPECT_EQ(info["kv_cache_bytes"], (int64_t(1) << 25) / kBlockSize * kBytesPerBlock);
 }
 
 TEST(GenerateEngine, RepeatedPromptHitsThePrefixCache) {
