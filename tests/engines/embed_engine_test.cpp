@@ -30,7 +30,7 @@ using serving::DeploymentConfig;
 using serving::Lane;
 using serving::MetricsRegistry;
 using serving::RequestPtr;
-using test::EncodeGate;
+using test::CallGate;
 using test::EncodeLog;
 using test::FakeEncoder;
 
@@ -108,7 +108,7 @@ struct FakeDeployment {
   const EmbedFrontend& frontend() const { return dynamic_cast<const EmbedFrontend&>(*d->frontend()); }
 
   std::shared_ptr<EncodeLog> log = std::make_shared<EncodeLog>();
-  std::shared_ptr<EncodeGate> gate = std::make_shared<EncodeGate>();
+  std::shared_ptr<CallGate> gate = std::make_shared<CallGate>();
   MetricsRegistry metrics;
   std::unique_ptr<Deployment> d;
 };

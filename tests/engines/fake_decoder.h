@@ -8,20 +8,18 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "models/decoder.h"
+#include "test_util/call_gate.h"
 #include "test_util/paths.h"
 
 namespace prism::test {
@@ -61,41 +59,6 @@ inline std::vector<int32_t> expected_continuation(std::vector<int32_t> prompt, i
   return out;
 }
 
-// Holds forward calls while paused; step() lets one through, open() all.
-struct DecodeGate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool paused = false;
-  int allowance = 0;
-  int entered = 0;
-
-  void pause() {
-    std::lock_guard lock(mu);
-    paused = true;
-  }
-  void open() {
-    std::lock_guard lock(mu);
-    paused = false;
-    cv.notify_all();
-  }
-  void step() {
-    std::lock_guard lock(mu);
-    ++allowance;
-    cv.notify_all();
-  }
-  bool wait_entered(int n) {
-    std::unique_lock lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return entered >= n; });
-  }
-  void pass() {
-    std::unique_lock lock(mu);
-    ++entered;
-    cv.notify_all();
-    cv.wait(lock, [&] { return !paused || allowance > 0; });
-    if (paused) --allowance;
-  }
-};
-
 // What the fake computed, shared with the test thread.
 struct DecodeStats {
   std::atomic<int64_t> forwards{0};
@@ -112,7 +75,7 @@ class FakeDecoder final : public models::Decoder {
     int num_layers = 2;
     NextTokenFn next = hashed_next_token;
     std::shared_ptr<DecodeStats> stats;
-    std::shared_ptr<DecodeGate> gate;
+    std::shared_ptr<CallGate> gate;
     int32_t poison_token = -1;  // a forward over this id throws (a failing model)
   };
   explicit FakeDecoder(Options o) : o_(std::move(o)) {

@@ -6,9 +6,7 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +18,7 @@
 #include <omp.h>
 
 #include "models/encoder.h"
+#include "test_util/call_gate.h"
 #include "test_util/paths.h"
 
 namespace prism::test {
@@ -56,43 +55,6 @@ inline std::vector<float> finish_vector(std::vector<float> v, int64_t dims, bool
   return v;
 }
 
-// Holds encode calls. Open by default; pause() makes every later call wait until step()
-// lets one through or open() lets all through.
-struct EncodeGate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool paused = false;
-  int allowance = 0;
-  int entered = 0;
-
-  void pause() {
-    std::lock_guard lock(mu);
-    paused = true;
-  }
-  void open() {
-    std::lock_guard lock(mu);
-    paused = false;
-    cv.notify_all();
-  }
-  void step() {
-    std::lock_guard lock(mu);
-    ++allowance;
-    cv.notify_all();
-  }
-  // Waits until `n` calls entered since the gate was made; false after a generous minute.
-  bool wait_entered(int n) {
-    std::unique_lock lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return entered >= n; });
-  }
-  void pass() {
-    std::unique_lock lock(mu);
-    ++entered;
-    cv.notify_all();
-    cv.wait(lock, [&] { return !paused || allowance > 0; });
-    if (paused) --allowance;
-  }
-};
-
 // One encode call as the fake saw it.
 struct EncodeCall {
   const void* encoder = nullptr;            // which instance (replica)
@@ -119,7 +81,7 @@ struct EncodeLog {
 class FakeEncoder final : public models::Encoder {
  public:
   FakeEncoder(int64_t hidden, int64_t max_tokens, std::shared_ptr<EncodeLog> log = nullptr,
-              std::shared_ptr<EncodeGate> gate = nullptr)
+              std::shared_ptr<CallGate> gate = nullptr)
       : hidden_(hidden), max_tokens_(max_tokens), log_(std::move(log)), gate_(std::move(gate)) {}
 
   Tensor encode(const models::EncoderBatch& batch) const override {
@@ -151,7 +113,7 @@ class FakeEncoder final : public models::Encoder {
  private:
   int64_t hidden_, max_tokens_;
   std::shared_ptr<EncodeLog> log_;
-  std::shared_ptr<EncodeGate> gate_;
+  std::shared_ptr<CallGate> gate_;
 };
 
 // A model directory the frontend accepts: config.json (BERT keys), the real bert-uncased

@@ -28,7 +28,7 @@ using serving::Deployment;
 using serving::DeploymentConfig;
 using serving::MetricsRegistry;
 using serving::RequestPtr;
-using test::DecodeGate;
+using test::CallGate;
 using test::DecodeStats;
 using test::FakeDecoder;
 
@@ -142,7 +142,7 @@ struct Fixture {
 
   test::NextTokenFn next;
   std::shared_ptr<DecodeStats> stats = std::make_shared<DecodeStats>();
-  std::shared_ptr<DecodeGate> gate = std::make_shared<DecodeGate>();
+  std::shared_ptr<CallGate> gate = std::make_shared<CallGate>();
   MetricsRegistry metrics;
   std::unique_ptr<Deployment> d;
   Status load_status;

@@ -331,45 +331,13 @@ TEST(BertEncoder, FlopsCountTheMatmuls) {
 
 // ---- load errors -----------------------------------------------------------------------------
 
-// A copy of a generated directory's config.json and weights, edited.
-struct Variant {
-  std::string config_from = {}, config_to = {};  // text replaced in config.json (empty: none)
-  std::string drop = {};                // a tensor left out
-  std::string transpose = {};           // a 2-D tensor written transposed
-};
-
-Result<std::string> make_variant(const std::string& name, const std::string& src_dir, const Variant& v) {
-  const std::string dir = test::scratch_dir("bert_family_" + name);
-  PRISM_ASSIGN_OR_RETURN(std::string config, read_file(src_dir + "/config.json"));
-  if (!v.config_from.empty()) {
-    const size_t at = config.find(v.config_from);
-    if (at == std::string::npos) return not_found("'" + v.config_from + "' not in config.json");
-    config.replace(at, v.config_from.size(), v.config_to);
-  }
-  {
-    FILE* f = std::fopen((dir + "/config.json").c_str(), "w");
-    if (!f) return internal_error("cannot write " + dir + "/config.json");
-    std::fwrite(config.data(), 1, config.size(), f);
-    std::fclose(f);
-  }
-  PRISM_ASSIGN_OR_RETURN(const formats::WeightSource src, formats::WeightSource::open(src_dir));
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const std::string& name : src.names()) {
-    if (name == v.drop) continue;
-    PRISM_ASSIGN_OR_RETURN(Tensor t, src.get(name));
-    tensors.emplace_back(name, name == v.transpose ? t.transpose(0, 1).contiguous() : t);
-  }
-  PRISM_RETURN_IF_ERROR(formats::write_safetensors(dir + "/model.safetensors", tensors));
-  return dir;
-}
-
 // One table, one generated directory (a parity test process pays one Python run each).
 TEST(BertLoad, BrokenCheckpointsGiveClearErrors) {
   auto src_dir = generated_dir(kLayouts[1]);  // minilm: BertModel names, no prefix; H 64, I 128
   ASSERT_TRUE(src_dir.has_value()) << src_dir.status().to_string();
   struct Case {
     const char* name;
-    Variant variant;
+    test::CheckpointEdit variant;
     StatusCode code;
     std::vector<std::string> mentions;  // all in the message
   };
@@ -390,7 +358,7 @@ TEST(BertLoad, BrokenCheckpointsGiveClearErrors) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto dir = make_variant(c.name, *src_dir, c.variant);
+    auto dir = test::write_edited_checkpoint(std::string("bert_family_") + c.name, *src_dir, c.variant);
     ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
     auto encoder = models::load_bert(*dir, Precision::f32);
     ASSERT_FALSE(encoder.has_value());

@@ -437,46 +437,12 @@ TEST(LlamaDecoder, SpecWeightBytesAndFlops) {
 
 // ---- load errors -----------------------------------------------------------------------------
 
-// A copy of a generated directory's config.json and weights, edited.
-struct Variant {
-  std::string config_from = {}, config_to = {};  // text replaced in config.json (empty: none)
-  std::string drop = {};                          // a tensor left out
-};
-
-Status write_text(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) return internal_error("cannot write " + path);
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
-  return Status();
-}
-
-Result<std::string> make_variant(const std::string& name, const std::string& src_dir, const Variant& v) {
-  const std::string dir = test::scratch_dir("llama_family_" + name);
-  PRISM_ASSIGN_OR_RETURN(std::string config, read_file(src_dir + "/config.json"));
-  if (!v.config_from.empty()) {
-    const size_t at = config.find(v.config_from);
-    if (at == std::string::npos) return not_found("'" + v.config_from + "' not in config.json");
-    config.replace(at, v.config_from.size(), v.config_to);
-  }
-  PRISM_RETURN_IF_ERROR(write_text(dir + "/config.json", config));
-  PRISM_ASSIGN_OR_RETURN(const formats::WeightSource src, formats::WeightSource::open(src_dir));
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const std::string& name : src.names()) {
-    if (name == v.drop) continue;
-    PRISM_ASSIGN_OR_RETURN(Tensor t, src.get(name));
-    tensors.emplace_back(name, t);
-  }
-  PRISM_RETURN_IF_ERROR(formats::write_safetensors(dir + "/model.safetensors", tensors));
-  return dir;
-}
-
 TEST(LlamaLoad, BrokenCheckpointsGiveClearErrors) {
   auto src_dir = generated_dir(kLayouts[2]);  // llama3: tied, llama3 rope_scaling
   ASSERT_TRUE(src_dir.has_value()) << src_dir.status().to_string();
   struct Case {
     const char* name;
-    Variant variant;
+    test::CheckpointEdit variant;
     StatusCode code;
     std::vector<std::string> mentions;  // all in the message
   };
@@ -496,7 +462,7 @@ TEST(LlamaLoad, BrokenCheckpointsGiveClearErrors) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto dir = make_variant(c.name, *src_dir, c.variant);
+    auto dir = test::write_edited_checkpoint(std::string("llama_family_") + c.name, *src_dir, c.variant);
     ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
     auto model = models::load_llama(*dir, Precision::f32);
     ASSERT_FALSE(model.has_value());

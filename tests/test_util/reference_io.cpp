@@ -12,6 +12,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "base/file.h"
 #include "test_util/paths.h"
 
 namespace prism::test {
@@ -91,6 +92,27 @@ ErrorStats compare(const Tensor& got, const Tensor& ref) {
   const ErrorStats s = compare(got, ref);
   if (s.rel_error <= bound) return ::testing::AssertionSuccess() << s.to_string() << " <= " << bound;
   return ::testing::AssertionFailure() << s.to_string() << " > bound " << bound;
+}
+
+Result<std::string> write_edited_checkpoint(const std::string& name, const std::string& src_dir,
+                                            const CheckpointEdit& edit) {
+  const std::string dir = scratch_dir(name);
+  PRISM_ASSIGN_OR_RETURN(std::string config, read_file(src_dir + "/config.json"));
+  if (!edit.config_from.empty()) {
+    const size_t at = config.find(edit.config_from);
+    if (at == std::string::npos) return not_found("'" + edit.config_from + "' not in config.json");
+    config.replace(at, edit.config_from.size(), edit.config_to);
+  }
+  PRISM_RETURN_IF_ERROR(write_file(dir + "/config.json", config));
+  PRISM_ASSIGN_OR_RETURN(const formats::WeightSource src, formats::WeightSource::open(src_dir));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& tensor : src.names()) {
+    if (tensor == edit.drop) continue;
+    PRISM_ASSIGN_OR_RETURN(Tensor t, src.get(tensor));
+    tensors.emplace_back(tensor, tensor == edit.transpose ? t.transpose(0, 1).contiguous() : t);
+  }
+  PRISM_RETURN_IF_ERROR(formats::write_safetensors(dir + "/model.safetensors", tensors));
+  return dir;
 }
 
 }  // namespace prism::test

@@ -44,4 +44,16 @@ ErrorStats compare(const Tensor& got, const Tensor& ref);
 // pass and the failure message carry the measured error.
 ::testing::AssertionResult rel_error_within(const Tensor& got, const Tensor& ref, double bound);
 
+// A generated checkpoint broken on purpose, for load-error tests: config.json with one piece
+// of text replaced, and the weights rewritten into one model.safetensors less a tensor or with
+// one 2-D tensor transposed.
+struct CheckpointEdit {
+  std::string config_from = {}, config_to = {};  // text replaced in config.json (empty: none)
+  std::string drop = {};                          // a tensor left out
+  std::string transpose = {};                     // a 2-D tensor written transposed
+};
+// Writes the edited copy of src_dir into a fresh scratch directory named `name`; returns it.
+Result<std::string> write_edited_checkpoint(const std::string& name, const std::string& src_dir,
+                                            const CheckpointEdit& edit);
+
 }  // namespace prism::test
