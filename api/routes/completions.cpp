@@ -3,7 +3,6 @@
 // prompt to a GenerateCall, which answers or streams.
 #include "api/routes/completions.h"
 
-#include <limits>
 #include <memory>
 #include <utility>
 
@@ -16,84 +15,15 @@
 
 namespace prism::api {
 
+Result<CompletionPrompts> parse_completion_prompt(const nlohmann::json& prompt) {
+  return parse_text_or_tokens(prompt, "prompt", "prompts", kMaxPrompts);
+}
+
 namespace {
 
 namespace gen = engines::generate;
 
 constexpr std::string_view kTask = "chat";
-constexpr std::string_view kForms =
-    "prompt must be a string, an array of strings, an array of token ids, or an array of arrays of token ids";
-
-std::string at(std::string_view base, std::size_t i) { return std::string(base) + "[" + std::to_string(i) + "]"; }
-
-Result<std::vector<int64_t>> read_token_array(const nlohmann::json& array, const std::string& name) {
-  if (array.empty()) return invalid_argument(name + " is an empty token array.");
-  std::vector<int64_t> ids(array.size());
-  for (std::size_t j = 0; j < array.size(); ++j) {
-    const nlohmann::json& v = array[j];
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return invalid_argument(at(name, j) + " is not a token id: " + v.dump() + " is out of range.");
-    if (!v.is_number_integer())
-      return invalid_argument(at(name, j) + " is " + (v.is_number() ? v.dump() : std::string(json_type_name(v))) +
-                              ", not an integer token id.");
-    ids[j] = v.get<int64_t>();
-  }
-  return ids;
-}
-
-Status mixed_forms(const nlohmann::json& prompt, std::size_t i) {
-  return invalid_argument(at("prompt", i) + " is " + json_type_name(prompt[i]) + " but prompt[0] is " +
-                          json_type_name(prompt[0]) + ": every element of prompt must have the same form (" +
-                          std::string(kForms) + ").");
-}
-
-}  // namespace
-
-std::string CompletionPrompts::name(std::size_t i) const { return scalar ? std::string("prompt") : at("prompt", i); }
-
-Result<CompletionPrompts> parse_completion_prompt(const nlohmann::json& prompt) {
-  CompletionPrompts out;
-  if (prompt.is_string()) {
-    if (prompt.get_ref<const std::string&>().empty()) return invalid_argument("prompt is an empty string.");
-    out.scalar = true;
-    out.texts.push_back(prompt.get<std::string>());
-    return out;
-  }
-  if (!prompt.is_array()) return invalid_argument(std::string(kForms) + "; got " + json_type_name(prompt) + ".");
-  if (prompt.empty()) return invalid_argument("prompt is an empty array.");
-  const nlohmann::json& first = prompt[0];
-  if (first.is_number()) {
-    out.tokens = true;
-    out.scalar = true;
-    PRISM_ASSIGN_OR_RETURN(std::vector<int64_t> ids, read_token_array(prompt, "prompt"));
-    out.token_ids.push_back(std::move(ids));
-    return out;
-  }
-  if (prompt.size() > kMaxPrompts)
-    return invalid_argument("prompt has " + std::to_string(prompt.size()) + " elements; at most " +
-                            std::to_string(kMaxPrompts) + " prompts are allowed per request.");
-  if (first.is_string()) {
-    for (std::size_t i = 0; i < prompt.size(); ++i) {
-      if (!prompt[i].is_string()) return mixed_forms(prompt, i);
-      if (prompt[i].get_ref<const std::string&>().empty())
-        return invalid_argument(at("prompt", i) + " is an empty string.");
-      out.texts.push_back(prompt[i].get<std::string>());
-    }
-    return out;
-  }
-  if (first.is_array()) {
-    out.tokens = true;
-    for (std::size_t i = 0; i < prompt.size(); ++i) {
-      if (!prompt[i].is_array()) return mixed_forms(prompt, i);
-      PRISM_ASSIGN_OR_RETURN(std::vector<int64_t> ids, read_token_array(prompt[i], at("prompt", i)));
-      out.token_ids.push_back(std::move(ids));
-    }
-    return out;
-  }
-  return invalid_argument("prompt[0] is " + std::string(json_type_name(first)) + ": " + std::string(kForms) + ".");
-}
-
-namespace {
 
 // The fields only completions has: echo, best_of (== n), suffix (unsupported).
 bool read_completion_fields(JsonFields& f, const GenerateFields& fields) {
@@ -146,7 +76,7 @@ void post_completions(serving::DeploymentSet& deployments, const Request& reques
     }
     spec.echo.push_back(std::move(echo_text));
     spec.prompt_tokens.push_back(static_cast<int64_t>(ids.size()));
-    const std::string param = prompts->scalar ? "prompt" : prompts->name(i);
+    const std::string param = prompts->name(i);
     Result<std::unique_ptr<gen::GenerateInput>> input =
         build_generate_input(*frontend, std::move(ids), fields, "prompt", error);
     if (!input.has_value()) {

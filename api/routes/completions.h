@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "api/router.h"
+#include "api/routes/text_or_tokens.h"
 #include "base/status.h"
 #include "serving/deployment_set.h"
 
@@ -29,16 +30,7 @@ void add_completions_routes(Router& router, serving::DeploymentSet& deployments)
 inline constexpr std::size_t kMaxPrompts = 64;  // prompts per request
 
 // A request's `prompt` in the form the client sent: texts, or token ids (never both).
-struct CompletionPrompts {
-  bool tokens = false;  // true: token_ids holds the prompts; false: texts does
-  bool scalar = false;  // one string or one token array, not an array of them
-  std::vector<std::string> texts;
-  std::vector<std::vector<int64_t>> token_ids;
-
-  std::size_t size() const { return tokens ? token_ids.size() : texts.size(); }
-  // "prompt" for a scalar prompt, else "prompt[i]": how messages name an element.
-  std::string name(std::size_t i) const;
-};
+using CompletionPrompts = TextOrTokens;
 
 // Reads `prompt`: its form (one of the four, never mixed), non-empty strings and arrays,
 // JSON integers for token ids, at most kMaxPrompts prompts. invalid_argument whose message

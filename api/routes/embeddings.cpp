@@ -9,7 +9,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 
 #include "api/errors.h"
@@ -24,91 +23,10 @@ namespace {
 
 constexpr std::string_view kTask = "embed";
 
-
-std::string at(std::string_view base, std::size_t i) { return std::string(base) + "[" + std::to_string(i) + "]"; }
-
-constexpr std::string_view kForms =
-    "input must be a string, an array of strings, an array of token ids, or an array of arrays of token ids";
-
-// One token id: a JSON integer that fits an int64 (the vocabulary check comes later).
-Status read_token_id(const nlohmann::json& v, const std::string& name, int64_t& out) {
-  if (v.is_number_unsigned()) {
-    if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return invalid_argument(name + " is not a token id: " + v.dump() + " is out of range.");
-    out = static_cast<int64_t>(v.get<uint64_t>());
-    return {};
-  }
-  if (v.is_number_integer()) {
-    out = v.get<int64_t>();
-    return {};
-  }
-  if (v.is_number()) return invalid_argument(name + " is " + v.dump() + ", not an integer token id.");
-  return invalid_argument(name + " is " + json_type_name(v) + ", not an integer token id.");
-}
-
-Result<std::vector<int64_t>> read_token_array(const nlohmann::json& array, const std::string& name) {
-  if (array.empty()) return invalid_argument(name + " is an empty token array.");
-  std::vector<int64_t> ids(array.size());
-  for (std::size_t j = 0; j < array.size(); ++j)
-    PRISM_RETURN_IF_ERROR(read_token_id(array[j], at(name, j), ids[j]));
-  return ids;
-}
-
-// The form of element i differs from element 0's.
-Status mixed_forms(const nlohmann::json& input, std::size_t i) {
-  return invalid_argument(at("input", i) + " is " + json_type_name(input[i]) + " but input[0] is " + json_type_name(input[0]) +
-                          ": every element of input must have the same form (" + std::string(kForms) + ").");
-}
-
 }  // namespace
 
 Result<EmbeddingInputs> parse_embedding_input(const nlohmann::json& input) {
-  EmbeddingInputs out;
-  if (input.is_string()) {
-    if (input.get_ref<const std::string&>().empty()) return invalid_argument("input is an empty string.");
-    out.scalar = true;
-    out.texts.push_back(input.get<std::string>());
-    return out;
-  }
-  if (!input.is_array()) return invalid_argument(std::string(kForms) + "; got " + json_type_name(input) + ".");
-  if (input.empty()) return invalid_argument("input is an empty array.");
-
-  const nlohmann::json& first = input[0];
-  if (first.is_number()) {  // one token array: its length is the model's business, not the count limit
-    out.tokens = true;
-    out.scalar = true;
-    PRISM_ASSIGN_OR_RETURN(std::vector<int64_t> ids, read_token_array(input, "input"));
-    out.token_ids.push_back(std::move(ids));
-    return out;
-  }
-  if (input.size() > kMaxEmbeddingInputs)
-    return invalid_argument("input has " + std::to_string(input.size()) + " elements; at most " +
-                            std::to_string(kMaxEmbeddingInputs) + " inputs are allowed per request.");
-  if (first.is_string()) {
-    out.texts.reserve(input.size());
-    for (std::size_t i = 0; i < input.size(); ++i) {
-      if (!input[i].is_string()) return mixed_forms(input, i);
-      if (input[i].get_ref<const std::string&>().empty())
-        return invalid_argument(at("input", i) + " is an empty string.");
-      out.texts.push_back(input[i].get<std::string>());
-    }
-    return out;
-  }
-  if (first.is_array()) {
-    out.tokens = true;
-    out.token_ids.reserve(input.size());
-    for (std::size_t i = 0; i < input.size(); ++i) {
-      if (!input[i].is_array()) return mixed_forms(input, i);
-      PRISM_ASSIGN_OR_RETURN(std::vector<int64_t> ids, read_token_array(input[i], at("input", i)));
-      out.token_ids.push_back(std::move(ids));
-    }
-    return out;
-  }
-  return invalid_argument("input[0] is " + std::string(json_type_name(first)) + ": " + std::string(kForms) + ".");
-}
-
-std::string input_element_name(const EmbeddingInputs& inputs, std::size_t i) {
-  return inputs.scalar ? std::string("input") : at("input", i);
+  return parse_text_or_tokens(input, "input", "inputs", kMaxEmbeddingInputs);
 }
 
 Result<std::vector<std::vector<int32_t>>> tokenize_inputs(const EmbeddingInputs& inputs,
@@ -120,7 +38,7 @@ Result<std::vector<std::vector<int32_t>>> tokenize_inputs(const EmbeddingInputs&
     Result<std::vector<int32_t>> ids = inputs.tokens ? frontend.check_ids(inputs.token_ids[i], truncate)
                                                      : frontend.tokenize(inputs.texts[i], truncate);
     if (!ids.has_value())
-      return Status(ids.status().code(), input_element_name(inputs, i) + " " + ids.status().message());
+      return Status(ids.status().code(), inputs.name(i) + " " + ids.status().message());
     sequences.push_back(std::move(ids).value());
   }
   return sequences;

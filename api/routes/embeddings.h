@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/router.h"
+#include "api/routes/text_or_tokens.h"
 #include "base/status.h"
 #include "engines/encode/embed_frontend.h"
 #include "serving/deployment_set.h"
@@ -36,23 +37,13 @@ void add_embeddings_routes(Router& router, serving::DeploymentSet& deployments);
 inline constexpr std::size_t kMaxEmbeddingInputs = 2048;  // OpenAI's limit per request
 
 // A request's `input` in the form the client sent: texts, or token ids (never both).
-struct EmbeddingInputs {
-  bool tokens = false;  // true: token_ids holds the inputs; false: texts does
-  bool scalar = false;  // one string or one token array, not an array of them
-  std::vector<std::string> texts;
-  std::vector<std::vector<int64_t>> token_ids;
-
-  std::size_t size() const { return tokens ? token_ids.size() : texts.size(); }
-};
+using EmbeddingInputs = TextOrTokens;
 
 // Reads `input`: its form (one of the four, never mixed), non-empty strings and arrays, JSON
 // integers for token ids, at most kMaxEmbeddingInputs inputs. invalid_argument whose message
 // names the element ("input[3] is an empty string."). Vocabulary and length are checked later,
 // by the model's frontend.
 Result<EmbeddingInputs> parse_embedding_input(const nlohmann::json& input);
-
-// "input" for a scalar input, else "input[i]": how messages name an element.
-std::string input_element_name(const EmbeddingInputs& inputs, std::size_t i);
 
 // Token ids of every input, special tokens included, checked by the frontend (vocabulary;
 // length: invalid_argument giving the numbers unless `truncate`, then cut to max_tokens).

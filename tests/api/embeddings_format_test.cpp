@@ -37,7 +37,7 @@ TEST(EmbeddingsInput, OneString) {
   EXPECT_TRUE(r->scalar);
   EXPECT_EQ(r->texts, std::vector<std::string>{"hello world"});
   EXPECT_EQ(r->size(), 1u);
-  EXPECT_EQ(input_element_name(*r, 0), "input");
+  EXPECT_EQ(r->name(0), "input");
 }
 
 TEST(EmbeddingsInput, ArrayOfStrings) {
@@ -46,7 +46,7 @@ TEST(EmbeddingsInput, ArrayOfStrings) {
   EXPECT_FALSE(r->tokens);
   EXPECT_FALSE(r->scalar);
   EXPECT_EQ(r->texts, (std::vector<std::string>{"a", "b c", "d"}));
-  EXPECT_EQ(input_element_name(*r, 2), "input[2]");
+  EXPECT_EQ(r->name(2), "input[2]");
 }
 
 TEST(EmbeddingsInput, OneTokenArray) {
@@ -56,7 +56,7 @@ TEST(EmbeddingsInput, OneTokenArray) {
   EXPECT_TRUE(r->scalar);
   ASSERT_EQ(r->token_ids.size(), 1u);
   EXPECT_EQ(r->token_ids[0], (std::vector<int64_t>{101, 7592, 102}));
-  EXPECT_EQ(input_element_name(*r, 0), "input");
+  EXPECT_EQ(r->name(0), "input");
 }
 
 TEST(EmbeddingsInput, ArrayOfTokenArrays) {
