@@ -74,8 +74,8 @@ void post_echo(serving::DeploymentSet& deployments, const Request& request, Resp
 
   std::string text = payload_text(f.json()["input"]);
   const int64_t cost = cost_of(text);
-  serving::RequestPtr r = serving::make_request(
-      std::make_unique<serving::EchoPayload>(std::move(text)),
+  submit_or_refuse(
+      *d.value(), std::make_unique<serving::EchoPayload>(std::move(text)),
       [responder, model, stream](Result<serving::PayloadPtr> result) mutable {
         if (!result.has_value()) {
           if (result.status().code() != StatusCode::cancelled) responder.send(error_response(completion_error(result.status())));
@@ -87,11 +87,8 @@ void post_echo(serving::DeploymentSet& deployments, const Request& request, Resp
                                                   {"object", "prism.echo"},
                                                   {"model", model},
                                                   {"output", std::move(output)}})));
-      });
-  r->cost_tokens = cost;
-  r->lane = lane;
-  r->request_id = request.request_id;
-  submit_or_refuse(*d.value(), r, responder);
+      },
+      cost, lane, request, responder);
 }
 
 // Requests of one WebSocket connection still running, cancelled when it closes.

@@ -187,15 +187,13 @@ void post_embeddings(serving::DeploymentSet& deployments, const Request& request
   auto payload = std::make_unique<engines::encode::EmbedInput>();
   payload->sequences = std::move(sequences).value();
   payload->dims = dims;
-  const int64_t cost = std::max<int64_t>(1, shape.prompt_tokens);
-  serving::RequestPtr r = serving::make_request(
-      std::move(payload), [responder, shape = std::move(shape)](Result<serving::PayloadPtr> result) mutable {
+  const int64_t cost = shape.prompt_tokens;
+  submit_or_refuse(
+      *d.value(), std::move(payload),
+      [responder, shape = std::move(shape)](Result<serving::PayloadPtr> result) mutable {
         answer(responder, shape, result);
-      });
-  r->cost_tokens = cost;
-  r->lane = lane;
-  r->request_id = request.request_id;
-  submit_or_refuse(*d.value(), r, responder);
+      },
+      cost, lane, request, responder);
 }
 
 }  // namespace

@@ -136,15 +136,13 @@ void post_search(serving::DeploymentSet& deployments, const IndexMap& indexes, c
     call.prompt_tokens += static_cast<int64_t>(ids->size());
     payload->sequences.push_back(std::move(ids).value());
   }
-  const int64_t cost = std::max<int64_t>(1, call.prompt_tokens);
-  serving::RequestPtr r = serving::make_request(
-      std::move(payload), [responder, call = std::move(call)](Result<serving::PayloadPtr> result) mutable {
+  const int64_t cost = call.prompt_tokens;
+  submit_or_refuse(
+      *d.value(), std::move(payload),
+      [responder, call = std::move(call)](Result<serving::PayloadPtr> result) mutable {
         answer(responder, call, result);
-      });
-  r->cost_tokens = cost;
-  r->lane = lane;
-  r->request_id = request.request_id;
-  submit_or_refuse(*d.value(), r, responder);
+      },
+      cost, lane, request, responder);
 }
 
 }  // namespace
