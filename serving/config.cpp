@@ -41,10 +41,13 @@ std::string Knobs::origin(std::string_view name) const {
   return it == origins_.end() ? std::string() : it->second;
 }
 
+std::string Knobs::where(std::string_view name) const {
+  const std::string at = origin(name);
+  return (at.empty() ? "" : at + ": ") + "knob '" + std::string(name) + "'";
+}
+
 Status Knobs::type_error(std::string_view name, std::string_view want) const {
-  std::string where = origin(name);
-  return invalid_argument((where.empty() ? "" : where + ": ") + "knob '" + std::string(name) + "' must be " +
-                          std::string(want));
+  return invalid_argument(where(name) + " must be " + std::string(want));
 }
 
 Result<bool> Knobs::get_bool(std::string_view name, bool fallback) const {

@@ -54,6 +54,8 @@ class Knobs {
   bool has(std::string_view name) const;
   const std::map<std::string, KnobValue, std::less<>>& values() const { return values_; }
   std::string origin(std::string_view name) const;  // "FILE:LINE" or "" when unknown
+  // How messages name a knob: "FILE:LINE: knob 'name'", or "knob 'name'" when unknown.
+  std::string where(std::string_view name) const;
 
   Result<bool> get_bool(std::string_view name, bool fallback) const;
   Result<int64_t> get_int(std::string_view name, int64_t fallback) const;

@@ -95,12 +95,6 @@ struct EngineKnobs {
   int ngram_min = 1, ngram_max = 3;
 };
 
-// "FILE:LINE: knob 'name'" (or just "knob 'name'" when its origin is unknown).
-std::string knob_where(const serving::Knobs& k, std::string_view name) {
-  const std::string origin = k.origin(name);
-  return (origin.empty() ? "" : origin + ": ") + "knob '" + std::string(name) + "'";
-}
-
 Result<EngineKnobs> read_knobs(const serving::Knobs& k) {
   EngineKnobs e;
   PRISM_ASSIGN_OR_RETURN(e.kv_cache_bytes, k.get_int("kv_cache_bytes", e.kv_cache_bytes));
@@ -113,7 +107,7 @@ Result<EngineKnobs> read_knobs(const serving::Knobs& k) {
   PRISM_ASSIGN_OR_RETURN(int64_t nmin, k.get_int("ngram_min", e.ngram_min));
   PRISM_ASSIGN_OR_RETURN(int64_t nmax, k.get_int("ngram_max", e.ngram_max));
   auto bad = [&](std::string_view name, const std::string& rule, int64_t got) {
-    return invalid_argument(knob_where(k, name) + " must be " + rule + " (got " + std::to_string(got) + ")");
+    return invalid_argument(k.where(name) + " must be " + rule + " (got " + std::to_string(got) + ")");
   };
   if (e.kv_cache_bytes < 1) return bad("kv_cache_bytes", ">= 1", e.kv_cache_bytes);
   if (block_size < 1 || block_size > 1024) return bad("block_size", "in [1, 1024]", block_size);
@@ -122,10 +116,10 @@ Result<EngineKnobs> read_knobs(const serving::Knobs& k) {
   if (nmin < 1 || nmin > 64) return bad("ngram_min", "in [1, 64]", nmin);
   if (nmax < nmin || nmax > 64) return bad("ngram_max", "in [ngram_min, 64]", nmax);
   if (e.speculation != "none" && e.speculation != "ngram")
-    return invalid_argument(knob_where(k, "speculation") + " must be none or ngram (got '" + e.speculation + "')");
+    return invalid_argument(k.where("speculation") + " must be none or ngram (got '" + e.speculation + "')");
   if (e.kv_cache_dtype != "auto" && e.kv_cache_dtype != "f32" && e.kv_cache_dtype != "bf16" &&
       e.kv_cache_dtype != "int8")
-    return invalid_argument(knob_where(k, "kv_cache_dtype") + " must be auto, f32, bf16 or int8 (got '" +
+    return invalid_argument(k.where("kv_cache_dtype") + " must be auto, f32, bf16 or int8 (got '" +
                             e.kv_cache_dtype + "')");
   e.block_size = int(block_size);
   e.num_speculative_tokens = int(spec);
@@ -262,12 +256,12 @@ Status GenerateEngine::load() {
   const int64_t num_blocks = knobs_.kv_cache_bytes / per_block;
   // NOTE: slots are i32 (block * block_size + offset) in DecoderBatch::slot_mapping.
   if (num_blocks * knobs_.block_size > INT32_MAX)
-    return invalid_argument(knob_where(config_.knobs, "kv_cache_bytes") + " = " +
+    return invalid_argument(config_.knobs.where("kv_cache_bytes") + " = " +
                             std::to_string(knobs_.kv_cache_bytes) + " makes " + std::to_string(num_blocks) +
                             " blocks of " + std::to_string(knobs_.block_size) + " tokens, more than 2^31 token slots");
   if (num_blocks < needed)
     return invalid_argument(
-        knob_where(config_.knobs, "kv_cache_bytes") + " = " + std::to_string(knobs_.kv_cache_bytes) + " holds " + std::to_string(num_blocks) +
+        config_.knobs.where("kv_cache_bytes") + " = " + std::to_string(knobs_.kv_cache_bytes) + " holds " + std::to_string(num_blocks) +
         " blocks of " + std::to_string(knobs_.block_size) + " tokens (" + std::to_string(per_block) +
         " bytes each, " + std::string(dtype_name(kv_dtype)) + "), but one sequence of the context length " +
         std::to_string(max_context_) + " needs " + std::to_string(needed) + " blocks (" +
@@ -280,7 +274,7 @@ Status GenerateEngine::load() {
   limits_.max_running = std::max(1, config_.batching.max_batch_size);
   // NOTE: every running decode needs a token of the step budget, or the newest would starve.
   if (knobs_.max_step_tokens < limits_.max_running)
-    return invalid_argument(knob_where(config_.knobs, "max_step_tokens") + " = " +
+    return invalid_argument(config_.knobs.where("max_step_tokens") + " = " +
                             std::to_string(knobs_.max_step_tokens) + " is below batching.max_batch_size = " +
                             std::to_string(limits_.max_running) +
                             ": each running sequence needs at least one token of every step");

@@ -147,8 +147,7 @@ Result<std::shared_ptr<const GenerateFrontend>> GenerateFrontend::load(const ser
   fe->max_context_ = model_max;
   if (config.knobs.has("max_model_len")) {
     PRISM_ASSIGN_OR_RETURN(const int64_t limit, config.knobs.get_int("max_model_len", model_max));
-    const std::string origin = config.knobs.origin("max_model_len");
-    const std::string where = (origin.empty() ? "" : origin + ": ") + "knob 'max_model_len'";
+    const std::string where = config.knobs.where("max_model_len");
     if (limit < 2) return invalid_argument(where + " must be at least 2, got " + std::to_string(limit));
     if (limit > model_max)
       return invalid_argument(where + " is " + std::to_string(limit) + ", more than this model's context length of " +
