@@ -52,9 +52,9 @@ void map_range(Unary op, const float* x, const float* mul, float* y, int64_t beg
 #endif
 }
 
-// Rows of a 2-D tensor whose rows are contiguous but not adjacent (the gate and up halves of
-// a fused [T, 2I] projection): mapped row by row, without a copy to contiguous first.
-bool strided_rows(const Tensor& t) { return t.dim() == 2 && t.stride(1) == 1 && !t.is_contiguous(); }
+// 2-D operands whose rows are contiguous but not adjacent (the gate and up halves of a fused
+// [T, 2I] projection) are mapped row by row, without a copy to contiguous first.
+bool rows_contiguous(const Tensor& t) { return t.dim() == 2 && t.stride(1) == 1; }
 
 Tensor map_rows(Unary op, const Tensor& x, const Tensor* mul) {
   const int64_t rows = x.size(0), cols = x.size(1);
@@ -76,8 +76,8 @@ Tensor map(Unary op, const Tensor& x, const Tensor* mul) {
   if (mul)
     PRISM_CHECK_MSG(mul->dtype() == DType::f32 && mul->shape() == x.shape(),
                     "swiglu: gate and up must have the same shape, f32");
-  if ((strided_rows(x) || (mul && strided_rows(*mul))) && x.stride(1) == 1 && (!mul || mul->stride(1) == 1))
-    return map_rows(op, x, mul);
+  const bool all_contiguous = x.is_contiguous() && (!mul || mul->is_contiguous());
+  if (!all_contiguous && rows_contiguous(x) && (!mul || rows_contiguous(*mul))) return map_rows(op, x, mul);
   const Tensor xc = x.contiguous();
   Tensor mc;
   if (mul) mc = mul->contiguous();
