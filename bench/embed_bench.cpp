@@ -4,8 +4,8 @@
 //
 //   build/bench/embed_bench --model DIR [--docs N] [--seed S] [--no-peer] [--sweep]
 //
-// DIR is a BERT-family checkpoint, e.g. real-size random weights from
-//   /usr/bin/python3 tests/reference/bert_family.py --layout minilm --out /tmp/minilm \
+// DIR is a BERT-family checkpoint, e.g. real-size random weights from (one command)
+//   /usr/bin/python3 tests/reference/bert_family.py --layout minilm --out /tmp/minilm
 //       --hidden 384 --layers 6 --heads 12 --intermediate 1536 --no-reference
 // The corpus is random token ids with a realistic length mix: 16..256 tokens log-uniform,
 // plus 2% at 512 (capped at the model's maximum), [CLS] ... [SEP] framed.

@@ -2,6 +2,7 @@
 // rest reads the tree with explicit type checks so every error carries its key and line.
 #include "serving/config.h"
 
+#include <algorithm>
 #include <set>
 
 #include <toml++/toml.h>
@@ -44,6 +45,18 @@ std::string Knobs::origin(std::string_view name) const {
 std::string Knobs::where(std::string_view name) const {
   const std::string at = origin(name);
   return (at.empty() ? "" : at + ": ") + "knob '" + std::string(name) + "'";
+}
+
+Status Knobs::check_names(std::span<const std::string_view> known, std::string_view user) const {
+  for (const auto& [name, value] : values_) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string list;
+    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    const std::string at = origin(name);
+    return invalid_argument((at.empty() ? "" : at + ": ") + "unknown knob '" + name + "' for " + std::string(user) +
+                            " (known: " + list + ")");
+  }
+  return {};
 }
 
 Status Knobs::type_error(std::string_view name, std::string_view want) const {

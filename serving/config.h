@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -56,6 +57,9 @@ class Knobs {
   std::string origin(std::string_view name) const;  // "FILE:LINE" or "" when unknown
   // How messages name a knob: "FILE:LINE: knob 'name'", or "knob 'name'" when unknown.
   std::string where(std::string_view name) const;
+  // invalid_argument naming the first knob not in `known` ("FILE:LINE: unknown knob 'x' for
+  // <user>, e.g. "a chat deployment" (known: ...)"): a misspelt knob must not be ignored.
+  Status check_names(std::span<const std::string_view> known, std::string_view user) const;
 
   Result<bool> get_bool(std::string_view name, bool fallback) const;
   Result<int64_t> get_int(std::string_view name, int64_t fallback) const;

@@ -34,18 +34,6 @@ std::string join_ints(const std::vector<int64_t>& values) {
   return s;
 }
 
-Status check_knob_names(const serving::Knobs& knobs) {
-  for (const auto& [name, value] : knobs.values()) {
-    if (std::find(kKnownKnobs.begin(), kKnownKnobs.end(), name) != kKnownKnobs.end()) continue;
-    std::string known;
-    for (std::string_view k : kKnownKnobs) known += (known.empty() ? "" : ", ") + std::string(k);
-    const std::string origin = knobs.origin(name);
-    return invalid_argument((origin.empty() ? "" : origin + ": ") + "unknown knob '" + name +
-                            "' for an embed deployment (known: " + known + ")");
-  }
-  return {};
-}
-
 // The engine reads these; checking them here makes a bad value fail the deployment at once.
 Status check_engine_knobs(const serving::Knobs& knobs) {
   PRISM_RETURN_IF_ERROR(knobs.get_bool("packing", true).status());
@@ -201,7 +189,7 @@ Status length_error(size_t n, int64_t max_tokens) {
 
 Result<std::shared_ptr<const EmbedFrontend>> EmbedFrontend::load(const std::string& model_dir,
                                                                  const serving::Knobs& knobs) {
-  PRISM_RETURN_IF_ERROR(check_knob_names(knobs));
+  PRISM_RETURN_IF_ERROR(knobs.check_names(kKnownKnobs, "an embed deployment"));
   PRISM_RETURN_IF_ERROR(check_engine_knobs(knobs));
   auto fe = std::make_shared<EmbedFrontend>();
   fe->model_dir_ = model_dir;

@@ -4,6 +4,7 @@
 // draft verification), stop checks, streaming and completion. Metrics of the generate pattern.
 // It must not: tokenize prompts (the api's threads do), see HTTP, or start threads.
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <deque>
 #include <exception>
@@ -95,7 +96,13 @@ struct EngineKnobs {
   int ngram_min = 1, ngram_max = 3;
 };
 
+// The engine's knobs and the frontend's (max_model_len): a chat deployment takes no other.
+constexpr std::array<std::string_view, 10> kKnownKnobs = {
+    "kv_cache_bytes", "kv_cache_dtype", "block_size", "max_step_tokens", "prefix_caching",
+    "speculation",    "num_speculative_tokens", "ngram_min", "ngram_max", "max_model_len"};
+
 Result<EngineKnobs> read_knobs(const serving::Knobs& k) {
+  PRISM_RETURN_IF_ERROR(k.check_names(kKnownKnobs, "a chat deployment"));
   EngineKnobs e;
   PRISM_ASSIGN_OR_RETURN(e.kv_cache_bytes, k.get_int("kv_cache_bytes", e.kv_cache_bytes));
   PRISM_ASSIGN_OR_RETURN(e.kv_cache_dtype, k.get_string("kv_cache_dtype", e.kv_cache_dtype));

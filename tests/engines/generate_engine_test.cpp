@@ -62,6 +62,7 @@ struct EngineSetup {
   std::string kv_cache_dtype = "auto";
   int32_t poison_token = -1;
   bool set_kv_cache_bytes = true;  // false: the engine's default budget
+  std::string extra_knob;          // set to 1 when not empty (an unknown knob)
   test::NextTokenFn next = test::hashed_next_token;
 };
 
@@ -80,6 +81,7 @@ struct Fixture {
     c.knobs.set("speculation", s.speculation);
     c.knobs.set("num_speculative_tokens", int64_t(s.num_speculative_tokens));
     c.knobs.set("kv_cache_dtype", s.kv_cache_dtype, "chat.toml:7");
+    if (!s.extra_knob.empty()) c.knobs.set(s.extra_knob, int64_t(1), "chat.toml:9");
     FakeDecoder::Options o;
     o.max_context = s.max_context;
     o.next = s.next;
@@ -686,6 +688,17 @@ TEST(GenerateEngine, BadKnobsAreLoadErrorsNamingTheLine) {
   EXPECT_NE(h.load_status.message().find("max_step_tokens' = 8 is below batching.max_batch_size = 16"),
             std::string::npos)
       << h.load_status.message();
+}
+
+// A misspelt knob is refused, not ignored (the config would silently lose a setting).
+TEST(GenerateEngine, UnknownKnobIsALoadError) {
+  EngineSetup s;
+  s.extra_knob = "kv_cache_byte";
+  Fixture f("gen_unknown_knob", s);
+  ASSERT_FALSE(f.load_status.ok());
+  EXPECT_NE(f.load_status.message().find("chat.toml:9: unknown knob 'kv_cache_byte' for a chat deployment (known: "),
+            std::string::npos)
+      << f.load_status.message();
 }
 
 // Many requests of every shape through a pool that holds one full sequence: shared prefixes,
