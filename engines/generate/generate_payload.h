@@ -5,19 +5,40 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engines/generate/sampling_params.h"
+#include "media/image_preprocess.h"
+#include "media/media_key.h"
 #include "serving/request.h"
 
 namespace prism::engines::generate {
 
+// One image or video of a multimodal prompt. Its rows fill prompt positions that hold the
+// frontend's image token id: the k-th such position of the prompt takes the k-th row of the
+// items' rows, items in prompt order (what HF's masked_scatter does).
+struct MediaItem {
+  enum class Kind : uint8_t { image, video };
+  Kind kind = Kind::image;
+  // Content key of the encoder's input (decoded pixels + preprocessing + the knobs that act
+  // before the encoder): the media cache's key for the encoder output.
+  media::MediaKey key;
+  // The encoder's input (image: tiles + global view; video: one view per sampled frame).
+  // Immutable and shared: many requests may hold the same views.
+  std::shared_ptr<const media::PixelViews> views;
+  int spatial_pool = 1;   // p: each view's grid_side × grid_side rows averaged over p × p cells
+  int temporal_pool = 1;  // t: rows of t consecutive views averaged (the last group may be short)
+  int64_t num_rows = 0;   // rows it contributes: ceil(views / t) × (grid_side / p)²
+};
+
 struct GenerateInput final : serving::Payload {
   std::vector<int32_t> prompt;  // token ids, special tokens included; checked by GenerateFrontend
   SamplingParams sampling;
+  std::vector<MediaItem> media;  // VLM prompts: in prompt order; rows = the image-token positions
 };
 
 // Why a choice ended. OpenAI's finish_reason strings: "stop" (an end-of-sequence token, a
@@ -54,6 +75,7 @@ struct GenerateOutput final : serving::Payload {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;     // over every choice
   int64_t cached_prompt_tokens = 0;  // prompt tokens whose K/V came from the prefix cache
+  int64_t encoded_media = 0;         // media items the encoder ran for (the rest: media-cache hits)
 };
 
 }  // namespace prism::engines::generate

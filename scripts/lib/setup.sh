@@ -11,7 +11,8 @@ PRISM_PACKAGES=(
   libutf8proc-dev libpcre2-dev libsentencepiece-dev libboost-dev libtomlplusplus-dev
   libhiredis-dev libxxhash-dev libfaiss-dev libopenblas0-openmp redis-server
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-torch python3-numpy python3-jinja2
+  libpng-dev libjpeg-dev libwebp-dev libgif-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+  python3 python3-torch python3-numpy python3-jinja2 python3-pil
 )
 
 prism_install_packages() {
