@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "engines/generate/sampling_params.h"
+#include "engines/generate/vision_processor.h"
 #include "serving/config.h"
 #include "serving/engine.h"
 #include "text/chat_template.h"
@@ -55,6 +56,11 @@ class GenerateFrontend final : public serving::Frontend {
   // A token's text for logprobs: its decoded string and its bytes.
   std::string token_text(int32_t token) const;
 
+  // The image and video side of a vision-language model (models/vlm/vision_language.h
+  // families); null for a text-only LLM. Its image_token_id() marks the prompt positions the
+  // engine fills with the media's rows.
+  const VisionProcessor* vision() const { return vision_.get(); }
+
  private:
   text::Tokenizer tokenizer_;
   std::optional<text::ChatTemplate> chat_template_;
@@ -62,6 +68,7 @@ class GenerateFrontend final : public serving::Frontend {
   int64_t vocab_size_ = 0;
   std::vector<int32_t> eos_ids_;
   SamplingParams defaults_;
+  std::unique_ptr<const VisionProcessor> vision_;
 };
 
 }  // namespace prism::engines::generate
