@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   serve->add_option("--port", serve_port, "Listen port, 0 for any free one (overrides [server] port; default 8080)");
   serve->add_option("--api-key", serve_options.api_keys,
                     "Require 'Authorization: Bearer KEY' (repeatable; replaces [server] api_keys)");
+  serve->add_option("--media-cache-bytes", serve_options.media_cache_bytes,
+                    "Bytes of encoder outputs (images, frames) kept in memory; 0 disables (overrides [server.media_cache] max_bytes)");
+  serve->add_option("--media-cache-dir", serve_options.media_cache_dir,
+                    "Persist the media cache in this directory across restarts (overrides [server.media_cache] dir)");
   serve->add_option("--demo-dir", serve_options.demo_dir,
                     "Where the demo set lives when no --config is given (default: " + prism::app::default_demo_dir() +
                         ")");

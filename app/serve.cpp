@@ -21,6 +21,7 @@
 #include "app/demo.h"
 #include "base/log.h"
 #include "engines/encode/embed_engine.h"
+#include "engines/encode/media_cache.h"
 #include "engines/generate/generate_engine.h"
 #include "runtime/cpu_features.h"
 #include "runtime/threads.h"
@@ -65,6 +66,8 @@ Result<serving::Config> resolve_config(const ServeOptions& o, bool& demo) {
   overrides.host = o.host;
   overrides.port = o.port;
   overrides.api_keys = o.api_keys;
+  overrides.media_cache_bytes = o.media_cache_bytes;
+  overrides.media_cache_dir = o.media_cache_dir;
   overrides.models = o.models;
   PRISM_RETURN_IF_ERROR(serving::apply_overrides(config, overrides));
   if (config.deployments.empty())
@@ -136,6 +139,11 @@ int run_serve(const ServeOptions& options) {
   if (Status s = check_startable(config, engines); !s.ok()) return fail(s.message());
   PRISM_LOG_INFO("config: {}", serving::config_to_json(config).dump());
   if (demo) log_demo_notice(options.demo_dir.empty() ? default_demo_dir() : options.demo_dir);
+
+  // Before any deployment: its engines look media up in the process-wide cache.
+  prism::engines::encode::MediaCache::configure({.max_bytes = config.server.media_cache.max_bytes,
+                                                 .disk_dir = config.server.media_cache.dir,
+                                                 .max_disk_bytes = config.server.media_cache.max_disk_bytes});
 
   serving::MetricsRegistry metrics;
   serving::register_process_metrics(metrics);

@@ -18,6 +18,8 @@ struct ServeOptions {
   std::vector<std::string> api_keys;                    // --api-key (repeatable)
   std::vector<serving::ConfigOverrides::Model> models;  // --embed PATH, --chat PATH, ...
   std::string demo_dir;                                 // --demo-dir; empty: default_demo_dir()
+  std::optional<int64_t> media_cache_bytes;             // --media-cache-bytes
+  std::optional<std::string> media_cache_dir;           // --media-cache-dir
 };
 
 // The tasks that have a single-model flag (--TASK PATH): every task but the echo test engine.

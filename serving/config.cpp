@@ -129,6 +129,13 @@ Status ServerLimits::validate() const {
   return {};
 }
 
+Status MediaCacheConfig::validate() const {
+  constexpr int64_t kMax = int64_t{1} << 50;
+  PRISM_RETURN_IF_ERROR(check_range("max_bytes", max_bytes, 0, kMax));
+  PRISM_RETURN_IF_ERROR(check_range("max_disk_bytes", max_disk_bytes, 0, kMax));
+  return {};
+}
+
 Status ServerConfig::validate() const {
   if (host.empty() || has_space_or_control(host)) return bad("host", "must be a host name or address");
   // 0 lets the OS pick a free port (tests).
@@ -137,6 +144,8 @@ Status ServerConfig::validate() const {
     if (k.empty() || has_space_or_control(k)) return bad("api_keys", "keys must be non-empty, without spaces");
   Status s = limits.validate();
   if (!s.ok()) return invalid_argument("limits." + s.message());  // "limits.key: problem"
+  s = media_cache.validate();
+  if (!s.ok()) return invalid_argument("media_cache." + s.message());
   return {};
 }
 
@@ -358,6 +367,15 @@ Status read_limits(Config& c, const toml::table& t) {
   return r.check_unknown();
 }
 
+Status read_media_cache(Config& c, const toml::table& t) {
+  TableReader r(c, t, "server.media_cache.");
+  MediaCacheConfig& m = c.server.media_cache;
+  PRISM_RETURN_IF_ERROR(r.read("max_bytes", m.max_bytes));
+  PRISM_RETURN_IF_ERROR(r.read("dir", m.dir));
+  PRISM_RETURN_IF_ERROR(r.read("max_disk_bytes", m.max_disk_bytes));
+  return r.check_unknown();
+}
+
 Status read_server(Config& c, const toml::table& t) {
   TableReader r(c, t, "server.");
   PRISM_RETURN_IF_ERROR(r.read("host", c.server.host));
@@ -365,6 +383,8 @@ Status read_server(Config& c, const toml::table& t) {
   PRISM_RETURN_IF_ERROR(r.read("api_keys", c.server.api_keys));
   PRISM_ASSIGN_OR_RETURN(const toml::table* limits, r.table("limits"));
   if (limits != nullptr) PRISM_RETURN_IF_ERROR(read_limits(c, *limits));
+  PRISM_ASSIGN_OR_RETURN(const toml::table* media_cache, r.table("media_cache"));
+  if (media_cache != nullptr) PRISM_RETURN_IF_ERROR(read_media_cache(c, *media_cache));
   return r.check_unknown();
 }
 
@@ -490,6 +510,14 @@ Status apply_overrides(Config& config, const ConfigOverrides& o) {
     config.server.port = static_cast<int>(*o.port);
     config.key_flags["server.port"] = "--port";
   }
+  if (o.media_cache_bytes) {
+    config.server.media_cache.max_bytes = *o.media_cache_bytes;
+    config.key_flags["server.media_cache.max_bytes"] = "--media-cache-bytes";
+  }
+  if (o.media_cache_dir) {
+    config.server.media_cache.dir = *o.media_cache_dir;
+    config.key_flags["server.media_cache.dir"] = "--media-cache-dir";
+  }
   if (!o.api_keys.empty()) {
     config.server.api_keys = o.api_keys;
     config.key_flags["server.api_keys"] = "--api-key";
@@ -519,7 +547,11 @@ nlohmann::json config_to_json(const Config& c) {
                    {"request_timeout_ms", l.request_timeout_ms},
                    {"shutdown_grace_ms", l.shutdown_grace_ms},
                    {"max_connections", l.max_connections},
-                   {"num_io_threads", l.num_io_threads}}}};
+                   {"num_io_threads", l.num_io_threads}}},
+                 {"media_cache",
+                  {{"max_bytes", c.server.media_cache.max_bytes},
+                   {"dir", c.server.media_cache.dir},
+                   {"max_disk_bytes", c.server.media_cache.max_disk_bytes}}}};
   j["deployment"] = nlohmann::json::array();
   for (const DeploymentConfig& d : c.deployments) {
     const BatchPolicy& b = d.batching;

@@ -34,11 +34,22 @@ struct ServerLimits {
   Status validate() const;  // message "key: problem", key relative to [server.limits]
 };
 
+// [server.media_cache]: the process-wide cache of encoder outputs (images, video frames),
+// shared by every deployment (engines/encode/media_cache.h).
+struct MediaCacheConfig {
+  int64_t max_bytes = 512ll << 20;     // in memory; 0 disables it
+  std::string dir;                     // empty: memory only; else persisted there across restarts
+  int64_t max_disk_bytes = 4ll << 30;
+
+  Status validate() const;  // message "key: problem", key relative to [server.media_cache]
+};
+
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::vector<std::string> api_keys;  // empty: no auth
   ServerLimits limits;
+  MediaCacheConfig media_cache;
 
   Status validate() const;  // message "key: problem", key relative to [server]
 };
@@ -118,6 +129,8 @@ struct ConfigOverrides {
   std::optional<std::string> host;                     // --host
   std::optional<int64_t> port;                         // --port
   std::vector<std::string> api_keys;                   // --api-key (repeatable): replaces the file's keys
+  std::optional<int64_t> media_cache_bytes;            // --media-cache-bytes
+  std::optional<std::string> media_cache_dir;          // --media-cache-dir
   struct Model {
     std::string task;  // "embed" for --embed PATH, ...
     std::string path;  // the deployment is named after the directory's last component

@@ -2,6 +2,7 @@
 // the line and the key.
 #include "serving/config.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -314,6 +315,29 @@ TEST(Config, MaxWaitMsIsTheQueueDelayInMilliseconds) {
   Result<Config> negative =
       parse_config("[[deployment]]\nname = \"e\"\ntask = \"echo\"\n[deployment.batching]\nmax_wait_ms = -3\n", "prism.toml");
   ASSERT_FALSE(negative.has_value());
+}
+
+TEST(Config, MediaCacheTableAndFlags) {
+  Result<Config> r = parse_config("[server.media_cache]\nmax_bytes = 1048576\ndir = \"/tmp/media\"\n", "prism.toml");
+  ASSERT_TRUE(r.has_value()) << r.status().message();
+  EXPECT_EQ(r->server.media_cache.max_bytes, 1048576);
+  EXPECT_EQ(r->server.media_cache.dir, "/tmp/media");
+  EXPECT_EQ(r->server.media_cache.max_disk_bytes, 4ll << 30);
+
+  Result<Config> bad = parse_config("[server.media_cache]\nmax_bytes = -1\n", "prism.toml");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("prism.toml:2: key 'server.media_cache.max_bytes'"));
+  Result<Config> unknown = parse_config("[server.media_cache]\nbytes = 1\n", "prism.toml");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_THAT(unknown.status().message(), ::testing::HasSubstr("server.media_cache.bytes"));
+
+  Config c = *r;
+  ConfigOverrides o;
+  o.media_cache_bytes = 0;
+  o.media_cache_dir = "/srv/cache";
+  ASSERT_TRUE(apply_overrides(c, o).ok());
+  EXPECT_EQ(c.server.media_cache.max_bytes, 0);
+  EXPECT_EQ(c.server.media_cache.dir, "/srv/cache");
 }
 
 }  // namespace
