@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numbers>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -76,8 +77,9 @@ Result<ops::LinearWeight> stacked_linear(const WeightSource& src, const std::vec
   return ops::pack_linear(weight, bias, precision);
 }
 
-Result<LlamaLayer> load_layer(const WeightSource& src, const LlamaConfig& c, int64_t i, ops::Precision precision) {
-  const std::string p = "model.layers." + std::to_string(i) + ".";
+Result<LlamaLayer> load_layer(const WeightSource& src, const LlamaConfig& c, const std::string& prefix, int64_t i,
+                              ops::Precision precision) {
+  const std::string p = prefix + "layers." + std::to_string(i) + ".";
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   const int64_t q_out = c.num_attention_heads * c.head_dim, kv_out = c.num_key_value_heads * c.head_dim;
   LlamaLayer L;
@@ -97,24 +99,29 @@ Result<LlamaLayer> load_layer(const WeightSource& src, const LlamaConfig& c, int
   return L;
 }
 
-Result<LlamaWeights> load_weights(const WeightSource& src, const LlamaConfig& c, ops::Precision precision) {
+Result<LlamaWeights> load_weights(const WeightSource& src, const LlamaConfig& c, const LlamaWeightNames& names,
+                                  ops::Precision precision) {
   const int64_t h = c.hidden_size, vocab = c.vocab_size;
+  const std::string embed_name = names.prefix + "embed_tokens.weight";
   LlamaWeights w;
-  PRISM_ASSIGN_OR_RETURN(const Tensor stored_embed, src.get("model.embed_tokens.weight"));
+  PRISM_ASSIGN_OR_RETURN(const Tensor stored_embed, src.get(embed_name));
   const DType embed_dt = stored_embed.dtype() == DType::bf16 || stored_embed.dtype() == DType::f16
                              ? stored_embed.dtype() : DType::f32;
-  PRISM_ASSIGN_OR_RETURN(w.embed_tokens, src.get("model.embed_tokens.weight", {vocab, h}, embed_dt));
+  PRISM_ASSIGN_OR_RETURN(w.embed_tokens, src.get(embed_name, {vocab, h}, embed_dt));
   w.embed_tokens = owned(w.embed_tokens);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    PRISM_ASSIGN_OR_RETURN(LlamaLayer layer, load_layer(src, c, i, precision));
+    PRISM_ASSIGN_OR_RETURN(LlamaLayer layer, load_layer(src, c, names.prefix, i, precision));
     w.layers.push_back(std::move(layer));
   }
-  PRISM_ASSIGN_OR_RETURN(w.norm, src.get("model.norm.weight", {h}, DType::f32));
+  PRISM_ASSIGN_OR_RETURN(w.norm, src.get(names.prefix + "norm.weight", {h}, DType::f32));
   w.norm = owned(w.norm);
   // NOTE: a tied checkpoint has no lm_head.weight (transformers drops it on save); some
   // exporters write it anyway, equal to embed_tokens, so a present one is used either way.
-  if (src.contains("lm_head.weight") || !c.tie_word_embeddings) {
-    PRISM_ASSIGN_OR_RETURN(w.lm_head, stacked_linear(src, {"lm_head"}, {vocab}, h, false, precision));
+  if (src.contains(names.lm_head) || !c.tie_word_embeddings) {
+    constexpr std::string_view kSuffix = ".weight";
+    const std::string& head = names.lm_head;
+    const std::string base = head.ends_with(kSuffix) ? head.substr(0, head.size() - kSuffix.size()) : head;
+    PRISM_ASSIGN_OR_RETURN(w.lm_head, stacked_linear(src, {base}, {vocab}, h, false, precision));
   } else {
     PRISM_ASSIGN_OR_RETURN(w.lm_head, ops::pack_linear(w.embed_tokens, Tensor(), precision));
   }
@@ -321,13 +328,19 @@ double LlamaDecoder::flops(int64_t tokens, int64_t context) const {
 
 }  // namespace
 
-Result<std::unique_ptr<Decoder>> load_llama(const std::string& dir, ops::Precision precision) {
+Result<std::unique_ptr<Decoder>> load_llama(const formats::WeightSource& weights, const LlamaConfig& config,
+                                            const LlamaWeightNames& names, ops::Precision precision) {
   ArenaScope no_arena(nullptr);  // weights and the RoPE table outlive every forward's arena
-  PRISM_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::load(dir));
+  PRISM_ASSIGN_OR_RETURN(LlamaWeights loaded, load_weights(weights, config, names, precision));
+  return std::unique_ptr<Decoder>(new LlamaDecoder(config, std::move(loaded)));
+}
+
+Result<std::unique_ptr<Decoder>> load_llama(const std::string& dir, ops::Precision precision) {
+  PRISM_ASSIGN_OR_RETURN(const LlamaConfig config, LlamaConfig::load(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
-  Result<LlamaWeights> weights = load_weights(src, config, precision);
-  if (!weights) return Status(weights.status().code(), dir + ": " + weights.status().message());
-  return std::unique_ptr<Decoder>(new LlamaDecoder(std::move(config), std::move(weights).value()));
+  Result<std::unique_ptr<Decoder>> model = load_llama(src, config, LlamaWeightNames{}, precision);
+  if (!model) return Status(model.status().code(), dir + ": " + model.status().message());
+  return model;
 }
 
 }  // namespace prism::models

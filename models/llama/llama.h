@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "formats/safetensors.h"
 #include "models/decoder.h"
 #include "models/llama/llama_config.h"
 #include "runtime/ops.h"
@@ -21,5 +22,20 @@ namespace prism::models {
 // (LlamaConfig::from_hf), a missing tensor (not_found naming it) or a misshapen one
 // (invalid_argument naming it and both shapes), each prefixed with dir.
 Result<std::unique_ptr<Decoder>> load_llama(const std::string& dir, ops::Precision precision);
+
+// Where the decoder's tensors sit in a checkpoint: "<prefix>embed_tokens.weight",
+// "<prefix>layers.{i}.*", "<prefix>norm.weight", and the LM head (optional when tied). The
+// defaults are a plain LLM's; the LM inside a vision-language checkpoint sits under the
+// VLM's prefix ("language_model.model." + "language_model.lm_head.weight" in LLaVA, ...).
+struct LlamaWeightNames {
+  std::string prefix = "model.";
+  std::string lm_head = "lm_head.weight";
+};
+
+// The decoder of a larger checkpoint (a VLM's text model): its config comes from elsewhere
+// (the VLM's text_config) and its tensors from `names` in `weights`. Errors as above, not
+// prefixed with a directory (the caller knows it).
+Result<std::unique_ptr<Decoder>> load_llama(const formats::WeightSource& weights, const LlamaConfig& config,
+                                            const LlamaWeightNames& names, ops::Precision precision);
 
 }  // namespace prism::models

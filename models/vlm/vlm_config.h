@@ -1,0 +1,69 @@
+// models/vlm/vlm_config.h: a vision-language checkpoint's config.json (LlavaConfig,
+// Idefics3Config) and parameter-name layout, read once for both halves. Real configs omit
+// keys that have transformers defaults (llava-1.5-7b's text_config lists six keys; its
+// vision_config has no hidden_act), so the sub-configs come back with those defaults filled
+// in, ready for LlamaConfig::from_hf and VisionTowerConfig::from_hf. No weights here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "formats/safetensors.h"
+#include "models/llama/llama.h"
+#include "models/vision/vision_tower.h"
+
+namespace prism::models {
+
+enum class VlmFamily : uint8_t {
+  llava,     // LlavaForConditionalGeneration
+  idefics3,  // Idefics3ForConditionalGeneration (SmolVLM)
+};
+
+struct VlmConfig {
+  VlmFamily family = VlmFamily::llava;
+  std::string origin;        // "<dir>/config.json", for messages
+  nlohmann::json text_config;    // model_type llama / mistral / qwen2, HF defaults applied
+  nlohmann::json vision_config;  // the tower's keys, HF defaults applied
+  VisionTowerKind tower_kind = VisionTowerKind::clip;
+  bool tie_word_embeddings = false;  // top-level or text_config's (either ties)
+  int64_t image_token_id = 0;        // llava: image_token_index
+
+  // LLaVA: the tower's hidden_states index whose rows are projected (negative counts from
+  // the end, as Python indexing), whether the class token is dropped ("default") or kept
+  // ("full"), and the projector's activation and biases.
+  int vision_feature_layer = -2;
+  std::string vision_feature_select_strategy = "default";
+  std::string projector_hidden_act = "gelu";
+  bool multimodal_projector_bias = true;
+  // Idefics3: the connector's pixel-shuffle factor (rows per view = (grid / s)²).
+  int64_t scale_factor = 2;
+
+  // <dir>/config.json. not_found without it; unimplemented for a model_type that is not a
+  // family above, a text or vision model_type Prism does not run, or a list of
+  // vision_feature_layer; invalid_argument naming a key of the wrong type or value.
+  static Result<VlmConfig> load(const std::string& dir);
+
+  // The typed sub-configs; their errors name "<origin> text_config" / "vision_config".
+  Result<LlamaConfig> text_model() const;
+  Result<VisionTowerConfig> vision_tower() const;
+};
+
+// Where each half's tensors are. LLaVA checkpoints exist in two layouts: transformers < 4.52
+// ("vision_tower.vision_model.*", "multi_modal_projector.*", "language_model.model.*",
+// "language_model.lm_head.weight") and ≥ 4.52 ("model.vision_tower.vision_model.*",
+// "model.multi_modal_projector.*", "model.language_model.*", "lm_head.weight"). Idefics3 has
+// one: "model.vision_model.*", "model.connector.*", "model.text_model.*", "lm_head.weight".
+struct VlmWeightNames {
+  std::string vision_tower;   // the VisionTower prefix, e.g. "vision_tower.vision_model."
+  std::string projector;      // "multi_modal_projector." / "model.connector.modality_projection."
+  LlamaWeightNames language_model;
+};
+
+// The layout the checkpoint holds, told by its embedding table's name; not_found naming the
+// names looked for when neither is there.
+Result<VlmWeightNames> find_vlm_weight_names(const formats::WeightSource& weights, const VlmConfig& config);
+
+}  // namespace prism::models
