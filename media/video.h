@@ -1,7 +1,9 @@
 // media/video.h: frames sampled out of a video file (mp4, webm, mkv, ... whatever the FFmpeg
 // libraries demux and decode), decoded from memory, converted to RGB and scaled down to a
-// per-frame cap. Which frames: `num_frames` evenly spread over the duration, else one every
-// 1/fps seconds, never more than max_frames (then spread evenly instead).
+// per-frame cap. Which frames: `num_frames` evenly spread (frame indices linspace(0, total-1,
+// n) at the stream's rate, as vLLM picks them), else one every 1/fps seconds, never more than
+// max_frames (then spread evenly instead). A target takes the first frame at or after it,
+// within half a frame.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,7 @@ namespace prism::media {
 struct VideoSampling {
   double fps = 1.0;        // frames per second of video to keep (when num_frames is 0)
   int num_frames = 0;      // > 0: exactly this many (fewer when the video has fewer)
-  int max_frames = 16;     // cap on either rule
+  int max_frames = 16;     // cap on either rule: 1..10000
   int max_side = 0;        // > 0: frames scaled (aspect kept) so their longest side is at most this
 };
 

@@ -29,9 +29,10 @@ using MediaFeaturesPtr = std::shared_ptr<const MediaFeatures>;
 struct MediaCacheOptions {
   int64_t max_bytes = 512ll << 20;       // in memory; 0 disables the cache
   std::string disk_dir;                  // empty: memory only
-  int64_t max_disk_bytes = 4ll << 30;
+  int64_t max_disk_bytes = 4ll << 30;    // <= 0: the directory is not used
 };
 
+// hits counts memory and disk hits; disk_hits is the subset found on disk.
 struct MediaCacheStats {
   int64_t lookups = 0, hits = 0, disk_hits = 0, inserts = 0, evictions = 0;
   int64_t bytes = 0, entries = 0;
@@ -43,7 +44,8 @@ class MediaCache {
   ~MediaCache();
 
   // The process-wide cache (created with default options on first use, unless configure()
-  // ran first). app/ configures it from the server's flags before deployments start.
+  // ran first). app/ configures it from the server's flags before deployments start. After
+  // first use, configure() replaces the options and empties the memory; files on disk stay.
   static MediaCache& shared();
   static void configure(MediaCacheOptions options);
 
