@@ -4,10 +4,13 @@
 //     "frequency_penalty"?, "presence_penalty"?, "logprobs"?, "top_logprobs"?, "user"?,
 //     "tools"?, "tool_choice"?, "response_format"?, "chat_template_kwargs"?,
 //     vLLM's "top_k"?, "min_p"?, "repetition_penalty"?, "min_tokens"?, "ignore_eos"?,
-//     "stop_token_ids"?, and Prism's "priority"?: "online"|"bulk"}
+//     "stop_token_ids"?, and Prism's "priority"?: "online"|"bulk", "prism"?: {visual-token
+//     budget overrides}}
 //   → "chat.completion" (or a stream of "chat.completion.chunk" events; generate_call.h).
 // The conversation is rendered with the model's own chat template and tokenized here, on the
 // I/O thread (GenerateFrontend::chat_prompt); the engine sees checked token ids.
+// A vision-language deployment also takes image_url and video_url content parts: they are
+// read, decoded and preprocessed here too (chat_media.h) and travel as GenerateInput::media.
 // Tools are passed to the template; tool calls are not parsed out of the output.
 // Must not: block an I/O thread, or see tensors.
 #pragma once

@@ -223,6 +223,8 @@ void GenerateCall::stream_rest_locked(size_t prompt, const gen::ChoiceDelta& cho
 
 void GenerateCall::finish_locked() {
   Usage usage;
+  usage.image_tokens = spec_.image_tokens;
+  usage.video_tokens = spec_.video_tokens;
   for (size_t p = 0; p < outputs_.size(); ++p) {
     const auto& output = static_cast<const gen::GenerateOutput&>(*outputs_[p]);
     usage.prompt_tokens += output.prompt_tokens > 0 ? output.prompt_tokens : spec_.prompt_tokens[p];

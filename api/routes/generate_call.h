@@ -48,6 +48,8 @@ struct GenerateCallSpec {
   bool logprobs = false;               // the requests asked for logprobs
   std::vector<std::string> echo;       // per prompt: text each of its choices starts with ("" = none)
   std::vector<int64_t> prompt_tokens;  // per prompt, for usage when a request fails to report it
+  int64_t image_tokens = 0;            // over every prompt: visual tokens of images (chat usage)
+  int64_t video_tokens = 0;            // ... of videos
   TokenTextFn token_text;
   serving::Lane lane = serving::Lane::online;
   std::string request_id;  // the HTTP request's; sub-requests add "-<prompt>"

@@ -39,12 +39,17 @@ ojson chat_token_json(const gen::TokenLogprob& t, const TokenTextFn& token_text)
   return j;
 }
 
-ojson usage_json(const Usage& usage) {
+ojson usage_json(GenerateApi api, const Usage& usage) {
   ojson u = ojson::object();
   u["prompt_tokens"] = usage.prompt_tokens;
   u["completion_tokens"] = usage.completion_tokens;
   u["total_tokens"] = usage.prompt_tokens + usage.completion_tokens;
-  u["prompt_tokens_details"] = ojson{{"cached_tokens", usage.cached_tokens}};
+  ojson details = ojson{{"cached_tokens", usage.cached_tokens}};
+  if (api == GenerateApi::chat) {
+    if (usage.image_tokens > 0) details["image_tokens"] = usage.image_tokens;
+    if (usage.video_tokens > 0) details["video_tokens"] = usage.video_tokens;
+  }
+  u["prompt_tokens_details"] = std::move(details);
   return u;
 }
 
@@ -140,7 +145,7 @@ std::string chunk_json(const ReplyHeader& header, const StreamPiece& piece, cons
 std::string usage_chunk_json(const ReplyHeader& header, const Usage& usage) {
   ojson j = envelope(header, /*chunk=*/true);
   j["choices"] = ojson::array();
-  j["usage"] = usage_json(usage);
+  j["usage"] = usage_json(header.api, usage);
   return dump_json(j);
 }
 
@@ -164,7 +169,7 @@ std::string response_json(const ReplyHeader& header, std::span<const FinalChoice
   }
   ojson j = envelope(header, /*chunk=*/false);
   j["choices"] = std::move(list);
-  j["usage"] = usage_json(usage);
+  j["usage"] = usage_json(header.api, usage);
   return dump_json(j);
 }
 

@@ -2,7 +2,8 @@
 // in OpenAI's shapes: the whole response ("chat.completion", "text_completion") and the
 // stream's chunks ("chat.completion.chunk", "text_completion" again), with logprobs in each
 // route's shape (chat: content[{token, logprob, bytes, top_logprobs}]; completions, the legacy
-// one: tokens, token_logprobs, top_logprobs [{token: logprob}], text_offset) and usage.
+// one: tokens, token_logprobs, top_logprobs [{token: logprob}], text_offset) and usage
+// (prompt_tokens_details: cached_tokens; chat adds image_tokens / video_tokens when non-zero).
 // Pure functions of plain data: a token's text comes through a callback (the frontend's).
 // Must not: know the engine or the HTTP layer.
 #pragma once
@@ -37,6 +38,8 @@ struct Usage {
   int64_t prompt_tokens = 0;      // over every prompt (counted once, whatever n)
   int64_t completion_tokens = 0;  // over every choice
   int64_t cached_tokens = 0;      // prompt tokens whose K/V came from the prefix cache
+  int64_t image_tokens = 0;       // prompt tokens an image's features fill (chat; shown when > 0)
+  int64_t video_tokens = 0;       // prompt tokens a video's features fill (chat; shown when > 0)
 };
 
 // One choice's piece of a stream: its first chunk (chat: role), new text, or its end.

@@ -1,7 +1,9 @@
 // engines/generate/generate_frontend.cpp: a generate deployment's tokenizer, chat template,
 // context length, end-of-sequence ids and sampling defaults, read once from the model
 // directory's small files (no weights). Knobs are the engine's to check, except
-// max_model_len, which is read here because the api needs the context length.
+// max_model_len, which is read here because the api needs the context length, and a VLM's
+// budget and media policy knobs, which its VisionProcessor reads. A VLM (config.json
+// model_type "llava" / "idefics3") keeps its language model's fields under text_config.
 #include "engines/generate/generate_frontend.h"
 
 #include <algorithm>
@@ -97,16 +99,61 @@ Result<SamplingParams> sampling_defaults(const fs::path& path) {
   return defaults;
 }
 
-// The chat template: tokenizer_config.json's, else a chat_template.jinja file (newer
-// transformers save it there); absent → nullopt.
-Result<std::optional<text::ChatTemplate>> load_chat_template(const fs::path& dir) {
-  auto loaded = text::ChatTemplate::load(dir.string());
-  if (loaded) return std::optional<text::ChatTemplate>(std::move(loaded).value());
-  if (loaded.status().code() != StatusCode::not_found) return loaded.status();
-  const fs::path jinja = dir / "chat_template.jinja";
+// The model families whose config.json describes a vision tower and a language model.
+bool is_vision_language(const json& config) {
+  const std::string type = config.value("model_type", "");
+  return type == "llava" || type == "idefics3";
+}
+
+// A VLM's language-model fields: text_config's, the top level filling what it lacks (older
+// llava-hf configs repeat vocab_size there; SmolVLM's eos lives at the top).
+json language_model_config(const json& config) {
+  const auto it = config.find("text_config");
+  if (it == config.end() || !it->is_object()) return config;
+  json lm = *it;
+  for (const char* key : {"vocab_size", "max_position_embeddings", "eos_token_id"})
+    if (!lm.contains(key) && config.contains(key)) lm[key] = config[key];
+  return lm;
+}
+
+// A processor's own template (what processor.apply_chat_template renders, content parts
+// included): chat_template.jinja, else chat_template.json's "chat_template".
+struct TemplateFile {
+  fs::path path;
+  std::string source;
+};
+Result<std::optional<TemplateFile>> processor_template(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::is_regular_file(jinja, ec)) return std::optional<text::ChatTemplate>();
-  PRISM_ASSIGN_OR_RETURN(std::string source, read_file(jinja.string()));
+  const fs::path jinja = dir / "chat_template.jinja";
+  if (fs::is_regular_file(jinja, ec)) {
+    PRISM_ASSIGN_OR_RETURN(std::string source, read_file(jinja.string()));
+    return std::optional<TemplateFile>(TemplateFile{jinja, std::move(source)});
+  }
+  const fs::path json_path = dir / "chat_template.json";
+  if (!fs::is_regular_file(json_path, ec)) return std::optional<TemplateFile>();
+  PRISM_ASSIGN_OR_RETURN(json j, read_json_object(json_path));
+  const auto it = j.find("chat_template");
+  if (it == j.end() || !it->is_string())
+    return invalid_argument(json_path.string() + ": \"chat_template\" must be a string");
+  return std::optional<TemplateFile>(TemplateFile{json_path, it->get<std::string>()});
+}
+
+// The chat template: tokenizer_config.json's, else the processor's (chat_template.jinja:
+// newer transformers save it there; chat_template.json); a VLM's processor template comes
+// first, since its tokenizer's may be text-only. Absent → nullopt.
+Result<std::optional<text::ChatTemplate>> load_chat_template(const fs::path& dir, bool vision_language) {
+  auto from_tokenizer_config = [&]() -> Result<std::optional<text::ChatTemplate>> {
+    auto loaded = text::ChatTemplate::load(dir.string());
+    if (loaded) return std::optional<text::ChatTemplate>(std::move(loaded).value());
+    if (loaded.status().code() != StatusCode::not_found) return loaded.status();
+    return std::optional<text::ChatTemplate>();
+  };
+  if (!vision_language) {
+    PRISM_ASSIGN_OR_RETURN(std::optional<text::ChatTemplate> loaded, from_tokenizer_config());
+    if (loaded) return loaded;
+  }
+  PRISM_ASSIGN_OR_RETURN(std::optional<TemplateFile> file, processor_template(dir));
+  if (!file) return vision_language ? from_tokenizer_config() : std::optional<text::ChatTemplate>();
   // The special tokens the template may print come from tokenizer_config.json.
   std::string bos, eos;
   if (auto config = read_json_object(dir / "tokenizer_config.json")) {
@@ -121,8 +168,8 @@ Result<std::optional<text::ChatTemplate>> load_chat_template(const fs::path& dir
     bos = token("bos_token");
     eos = token("eos_token");
   }
-  auto parsed = text::ChatTemplate::from_string(source, bos, eos);
-  if (!parsed) return Status(parsed.status().code(), jinja.string() + ": " + parsed.status().message());
+  auto parsed = text::ChatTemplate::from_string(file->source, bos, eos);
+  if (!parsed) return Status(parsed.status().code(), file->path.string() + ": " + parsed.status().message());
   return std::optional<text::ChatTemplate>(std::move(parsed).value());
 }
 
@@ -139,7 +186,9 @@ Result<std::shared_ptr<const GenerateFrontend>> GenerateFrontend::load(const ser
   auto fe = std::make_shared<GenerateFrontend>();
 
   const fs::path config_path = dir / "config.json";
-  PRISM_ASSIGN_OR_RETURN(json model_config, read_json_object(config_path));
+  PRISM_ASSIGN_OR_RETURN(json top_config, read_json_object(config_path));
+  const bool vision_language = is_vision_language(top_config);
+  const json model_config = vision_language ? language_model_config(top_config) : top_config;
   PRISM_ASSIGN_OR_RETURN(std::optional<int64_t> vocab, optional_positive_int(model_config, "vocab_size", config_path));
   if (!vocab) return invalid_argument(config_path.string() + ": no \"vocab_size\"");
   fe->vocab_size_ = *vocab;
@@ -163,7 +212,10 @@ Result<std::shared_ptr<const GenerateFrontend>> GenerateFrontend::load(const ser
     PRISM_LOG_WARN("'{}': the tokenizer has {} tokens, more than the model's {} logits; prompts with the extra ids "
                    "are refused",
                    dir.string(), fe->tokenizer_.vocab_size(), fe->vocab_size_);
-  PRISM_ASSIGN_OR_RETURN(fe->chat_template_, load_chat_template(dir));
+  PRISM_ASSIGN_OR_RETURN(fe->chat_template_, load_chat_template(dir, vision_language));
+  if (vision_language) {
+    PRISM_ASSIGN_OR_RETURN(fe->vision_, VisionProcessor::load(dir.string(), config.knobs, fe->tokenizer_));
+  }
 
   // End-of-sequence ids: config.json ∪ generation_config.json ∪ the tokenizer's eos.
   std::vector<int32_t> eos;
@@ -182,10 +234,11 @@ Result<std::shared_ptr<const GenerateFrontend>> GenerateFrontend::load(const ser
   }
 
   PRISM_LOG_INFO("generate frontend '{}': context {} tokens (model {}), vocab {}, eos [{}], chat template {}, "
-                 "defaults temperature {} top_p {} top_k {} min_p {} repetition_penalty {}",
+                 "{}, defaults temperature {} top_p {} top_k {} min_p {} repetition_penalty {}",
                  dir.string(), fe->max_context_, model_max, fe->vocab_size_, join_ids(fe->eos_ids_),
-                 fe->chat_template_ ? "yes" : "none", fe->defaults_.temperature, fe->defaults_.top_p,
-                 fe->defaults_.top_k, fe->defaults_.min_p, fe->defaults_.repetition_penalty);
+                 fe->chat_template_ ? "yes" : "none", fe->vision_ ? "images and videos" : "text only",
+                 fe->defaults_.temperature, fe->defaults_.top_p, fe->defaults_.top_k, fe->defaults_.min_p,
+                 fe->defaults_.repetition_penalty);
   return std::shared_ptr<const GenerateFrontend>(std::move(fe));
 }
 
@@ -197,6 +250,32 @@ Result<std::vector<int32_t>> GenerateFrontend::chat_prompt(const text::ChatReque
   PRISM_ASSIGN_OR_RETURN(std::string prompt, chat_template_->render(request));
   std::vector<int32_t> ids = std::move(tokenizer_.encode(prompt, /*add_special_tokens=*/false).ids);
   if (ids.empty()) return invalid_argument("the chat template rendered an empty prompt for these messages");
+  return ids;
+}
+
+Result<std::vector<int32_t>> GenerateFrontend::chat_prompt(const text::ChatRequest& chat,
+                                                          std::span<const PreparedMedia> media) const {
+  if (!vision_) {
+    if (!media.empty()) return failed_precondition("this model does not accept image or video input");
+    return chat_prompt(chat);
+  }
+  if (!chat_template_)
+    return failed_precondition("this model has no chat template; use /v1/completions with a prompt instead");
+  text::ChatRequest request = chat;
+  request.add_generation_prompt = true;
+  PRISM_ASSIGN_OR_RETURN(std::string rendered, chat_template_->render(request));
+  PRISM_ASSIGN_OR_RETURN(std::string prompt, vision_->expand(rendered, media));
+  std::vector<int32_t> ids = std::move(tokenizer_.encode(prompt, /*add_special_tokens=*/false).ids);
+  if (ids.empty()) return invalid_argument("the chat template rendered an empty prompt for these messages");
+  // NOTE: the engine fills the k-th image-token position with the k-th row of the items: a
+  // count that differs (the placeholder merged with neighbouring text by the tokenizer) would
+  // shift every row after it.
+  int64_t rows = 0;
+  for (const PreparedMedia& m : media) rows += m.item.num_rows;
+  const int64_t slots = std::count(ids.begin(), ids.end(), vision_->image_token_id());
+  if (slots != rows)
+    return invalid_argument("the prompt has " + std::to_string(slots) + " image token positions for " +
+                            std::to_string(rows) + " rows of image and video features");
   return ids;
 }
 

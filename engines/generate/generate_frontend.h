@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,12 @@ namespace prism::engines::generate {
 class GenerateFrontend final : public serving::Frontend {
  public:
   // Reads <model>/tokenizer files, tokenizer_config.json (chat template, bos/eos),
-  // config.json (max_position_embeddings, sliding_window, eos_token_id: int or list) and
-  // generation_config.json when present (eos_token_id, temperature, top_p, top_k, min_p,
-  // repetition_penalty). Knob `max_model_len` lowers the context length.
+  // config.json (max_position_embeddings, sliding_window, eos_token_id: int or list; a VLM's
+  // under text_config) and generation_config.json when present (eos_token_id, temperature,
+  // top_p, top_k, min_p, repetition_penalty). Knob `max_model_len` lowers the context length.
+  // A VLM (model_type "llava" / "idefics3") also loads its VisionProcessor (its knobs:
+  // VisionProcessor::knob_names()) and prefers the processor's chat template
+  // (chat_template.jinja / chat_template.json) to the tokenizer's.
   static Result<std::shared_ptr<const GenerateFrontend>> load(const serving::DeploymentConfig& config);
 
   const text::Tokenizer& tokenizer() const { return tokenizer_; }
@@ -44,6 +48,12 @@ class GenerateFrontend final : public serving::Frontend {
   // without adding special tokens (the template writes them). failed_precondition when the
   // model has no chat template; the template's invalid_argument as is.
   Result<std::vector<int32_t>> chat_prompt(const text::ChatRequest& chat) const;
+  // A VLM's chat prompt: the template rendered (content parts with {"type": "image"} for
+  // each item, in order), each placeholder expanded to its item's prompt_text, tokenized; the
+  // image-token positions must number the items' rows (invalid_argument otherwise: a text part
+  // holding the placeholder). A text-only model: failed_precondition when `media` is not
+  // empty, else chat_prompt(chat).
+  Result<std::vector<int32_t>> chat_prompt(const text::ChatRequest& chat, std::span<const PreparedMedia> media) const;
   // A completion prompt: text tokenized with the tokenizer's special tokens (BOS).
   std::vector<int32_t> text_prompt(const std::string& text) const;
   // Token ids given by the client: out_of_range naming the first id outside the vocabulary.

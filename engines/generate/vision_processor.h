@@ -77,8 +77,20 @@ class VisionProcessor {
   const media::ImageProcessorConfig& image_config() const { return image_config_; }
   const media::MediaSourcePolicy& source_policy() const { return source_policy_; }
 
+  // The encoder's rows per view a side (LLaVA-1.5: 24; SmolVLM: 8), and per view after a
+  // p × p spatial pool.
+  int64_t grid_side() const { return grid_side_; }
+  int64_t rows_per_view(int spatial_pool) const;
+
+  // The knobs load() reads (the budget's and the media policy's), for the deployment's
+  // Knobs::check_names.
+  static std::span<const std::string_view> knob_names();
+
  private:
   VisionProcessor() = default;
+  // The item, its key, rows and prompt text once its views are made.
+  Result<PreparedMedia> finish(std::shared_ptr<media::PixelViews> views, MediaItem::Kind kind, int spatial_pool,
+                               int temporal_pool, int64_t frames) const;
   struct Layout;  // the family's placeholder layout (llava / idefics3)
   std::shared_ptr<const Layout> layout_;
   media::ImageProcessorConfig image_config_;
