@@ -69,6 +69,7 @@ Tensor softmax(const Tensor& x);
 enum class GeluForm : uint8_t { erf, tanh };
 Tensor gelu(const Tensor& x, GeluForm form = GeluForm::erf);
 Tensor silu(const Tensor& x);
+Tensor quick_gelu(const Tensor& x);  // x * sigmoid(1.702 x): CLIP's activation (transformers' QuickGELU)
 Tensor swiglu(const Tensor& gate, const Tensor& up);  // silu(gate) * up, same shapes
 
 // Elementwise with numpy broadcasting; f32.

@@ -45,7 +45,7 @@ class VisionTower {
   // (CLIP also "<prefix>embeddings.class_embedding", "<prefix>pre_layrnorm.*"). Layers
   // past `num_layers_used` (when > 0) are not loaded: LLaVA reads layer -2's output and
   // never runs the last layer. not_found / invalid_argument naming a missing / misshapen tensor.
-  static Result<std::unique_ptr<VisionTower>> load(const WeightSource& weights, const std::string& prefix,
+  static Result<std::unique_ptr<VisionTower>> load(const formats::WeightSource& weights, const std::string& prefix,
                                                    const VisionTowerConfig& config, ops::Precision precision,
                                                    int num_layers_used = 0);
   ~VisionTower();

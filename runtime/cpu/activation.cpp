@@ -1,5 +1,5 @@
-// GELU (erf and tanh forms), SiLU and SwiGLU: pointwise maps over flat f32 memory, 16 lanes at
-// a time, blocks of the flat range spread over the OpenMP pool.
+// GELU (erf and tanh forms), quick GELU, SiLU and SwiGLU: pointwise maps over flat f32 memory,
+// 16 lanes at a time, blocks of the flat range spread over the OpenMP pool.
 // NOTE: every form is written as x * (something in [0, 1]) computed with relative accuracy
 // on both tails (Phi via erfc, sigmoid via exp(-x)), so large negative inputs give tiny
 // results accurate to a few ulp rather than the cancellation noise of 1 + erf(x).
@@ -13,7 +13,9 @@
 namespace prism::ops {
 namespace {
 
-enum class Unary : uint8_t { gelu_erf, gelu_tanh, silu };
+enum class Unary : uint8_t { gelu_erf, gelu_tanh, quick_gelu, silu };
+
+constexpr float kQuickGeluAlpha = 1.702f;  // QuickGELU: x * sigmoid(1.702 x)
 
 constexpr int64_t kBlock = 1024;  // elements per scheduling unit (a multiple of 16)
 constexpr int64_t kGrainBlocks = 32;  // 32K elements: smaller tensors stay on one thread
@@ -23,6 +25,8 @@ __m512 apply512(Unary op, __m512 x) {
   switch (op) {
     case Unary::gelu_erf: return cpu::gelu_erf512(x);
     case Unary::gelu_tanh: return cpu::gelu_tanh512(x);
+    case Unary::quick_gelu:
+      return _mm512_mul_ps(x, cpu::sigmoid512(_mm512_mul_ps(x, _mm512_set1_ps(kQuickGeluAlpha))));
     case Unary::silu: return cpu::silu512(x);
   }
   return x;
@@ -33,6 +37,7 @@ __m512 apply512(Unary op, __m512 x) {
   switch (op) {
     case Unary::gelu_erf: return cpu::gelu_erf_scalar(x);
     case Unary::gelu_tanh: return cpu::gelu_tanh_scalar(x);
+    case Unary::quick_gelu: return x * cpu::sigmoid_scalar(kQuickGeluAlpha * x);
     case Unary::silu: return cpu::silu_scalar(x);
   }
   return x;
@@ -99,6 +104,8 @@ Tensor gelu(const Tensor& x, GeluForm form) {
 }
 
 Tensor silu(const Tensor& x) { return map(Unary::silu, x, nullptr); }
+
+Tensor quick_gelu(const Tensor& x) { return map(Unary::quick_gelu, x, nullptr); }
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) { return map(Unary::silu, gate, &up); }
 
