@@ -27,8 +27,8 @@ struct MediaBytes {
 };
 
 // Reads `url` under `policy`. Errors are invalid_argument (malformed data URL, bad base64,
-// unsupported scheme) or permission_denied (a file outside the allowed directory, a host not
-// on the allowlist, local files / remote URLs not enabled), with a message that says which
+// unsupported scheme) or failed_precondition (a file outside the allowed directory, a host
+// not on the allowlist, local files / remote URLs not enabled: the api answers 400), with a message that says which
 // and how to enable it; not_found for a missing file; unavailable for a failed download.
 // Messages are predicates ("is a file outside the allowed directory /srv/media").
 Result<MediaBytes> read_media_url(std::string_view url, const MediaSourcePolicy& policy);

@@ -12,6 +12,7 @@ PRISM_PACKAGES=(
   libhiredis-dev libxxhash-dev libfaiss-dev libopenblas0-openmp redis-server
   libgtest-dev libgmock-dev libbenchmark-dev
   libpng-dev libjpeg-dev libwebp-dev libgif-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+  libssl-dev openssl
   python3 python3-torch python3-numpy python3-jinja2 python3-pil
 )
 
