@@ -1,6 +1,6 @@
-// api/routes/embeddings.cpp: POST /v1/embeddings. The handler parses and tokenizes on the
-// I/O thread, queues checked token ids on the deployment, and formats the vectors when the
-// engine completes. Vectors are written by hand rather than through nlohmann::json, which
+// api/routes/embeddings.cpp: POST /v1/embeddings. The handler parses, tokenizes and prepares
+// images on the I/O thread, queues checked token ids and pixel views on the deployment, and
+// formats the vectors when the engine completes. Vectors are written by hand rather than through nlohmann::json, which
 // would print each float widened to a double with 17 digits.
 #include "api/routes/embeddings.h"
 
@@ -23,25 +23,159 @@ namespace {
 
 constexpr std::string_view kTask = "embed";
 
+std::string element(std::size_t i) { return "input[" + std::to_string(i) + "]"; }
+
+// The accepted forms, for messages about elements that fit none.
+std::string input_forms() {
+  return "input must be a string, an array of strings, an array of token ids, or an array of arrays of token ids; "
+         "image inputs (CLIP and SigLIP models) are objects among strings: {\"type\": \"image_url\", "
+         "\"image_url\": {\"url\": URL}} or {\"image\": URL}";
+}
+
+// An image URL field: a non-empty string, or (image_url) an object {"url": string}.
+Result<std::string> read_url(const nlohmann::json& v, const std::string& name, std::string_view field) {
+  const nlohmann::json* url = &v;
+  if (v.is_object()) {
+    const auto it = v.find("url");
+    if (it == v.end()) return invalid_argument(name + "." + std::string(field) + " has no \"url\".");
+    url = &*it;
+  }
+  if (!url->is_string())
+    return invalid_argument(name + "." + std::string(field) + " is " + json_type_name(*url) + ", not a URL string.");
+  if (url->get_ref<const std::string&>().empty()) return invalid_argument(name + " has an empty image URL.");
+  return url->get<std::string>();
+}
+
+// One object element: {"type": "image_url", "image_url": {"url"} | URL}, {"type": "image",
+// "image": URL}, {"image": URL}, {"image_url": ...} → an image (is_image); {"type": "text",
+// "text": ...} → a text.
+Status read_object(const nlohmann::json& v, const std::string& name, std::string& out, bool& is_image) {
+  const auto type = v.find("type");
+  std::string kind;
+  if (type != v.end()) {
+    if (!type->is_string()) return invalid_argument(name + ".type is " + json_type_name(*type) + ", not a string.");
+    kind = type->get<std::string>();
+    if (kind != "image_url" && kind != "image" && kind != "text")
+      return invalid_argument(name + " has type '" + kind + "'; an input object's type is \"image_url\" or \"text\".");
+  } else if (v.contains("image_url")) {
+    kind = "image_url";
+  } else if (v.contains("image")) {
+    kind = "image";
+  } else {
+    return invalid_argument(name + " is an object that is not an image input: " + input_forms() + ".");
+  }
+  if (kind == "text") {
+    const auto text = v.find("text");
+    if (text == v.end() || !text->is_string())
+      return invalid_argument(name + " of type \"text\" needs a string \"text\".");
+    if (text->get_ref<const std::string&>().empty()) return invalid_argument(name + ".text is an empty string.");
+    out = text->get<std::string>();
+    is_image = false;
+    return {};
+  }
+  const auto field = v.find(kind);
+  if (field == v.end()) return invalid_argument(name + " of type \"" + kind + "\" has no \"" + kind + "\".");
+  PRISM_ASSIGN_OR_RETURN(out, read_url(*field, name, kind));
+  is_image = true;
+  return {};
+}
+
+// An array holding objects (or one object): strings and input objects, in any order.
+Result<EmbeddingInputs> parse_mixed_input(const nlohmann::json& input) {
+  EmbeddingInputs out;
+  out.field = "input";
+  out.scalar = input.is_object();
+  const std::size_t n = out.scalar ? 1 : input.size();
+  if (n > kMaxEmbeddingInputs)
+    return invalid_argument("input has " + std::to_string(n) + " elements; at most " +
+                            std::to_string(kMaxEmbeddingInputs) + " inputs are allowed per request.");
+  for (std::size_t i = 0; i < n; ++i) {
+    const nlohmann::json& v = out.scalar ? input : input[i];
+    const std::string name = out.scalar ? "input" : element(i);
+    if (v.is_string()) {
+      if (v.get_ref<const std::string&>().empty()) return invalid_argument(name + " is an empty string.");
+      out.texts.push_back(v.get<std::string>());
+      continue;
+    }
+    if (!v.is_object())
+      return invalid_argument(name + " is " + json_type_name(v) +
+                              ": an input holding image objects takes strings and image objects besides them (" +
+                              input_forms() + ").");
+    std::string value;
+    bool is_image = false;
+    PRISM_RETURN_IF_ERROR(read_object(v, name, value, is_image));
+    if (is_image) out.images.push_back({i, std::move(value)});
+    else out.texts.push_back(std::move(value));
+  }
+  return out;
+}
+
 }  // namespace
 
+std::vector<std::size_t> EmbeddingInputs::text_positions() const {
+  std::vector<std::size_t> positions;
+  const std::size_t texts = TextOrTokens::size();
+  positions.reserve(texts);
+  std::size_t next_image = 0;
+  for (std::size_t p = 0; positions.size() < texts; ++p) {
+    if (next_image < images.size() && images[next_image].index == p) {
+      ++next_image;
+      continue;
+    }
+    positions.push_back(p);
+  }
+  return positions;
+}
+
 Result<EmbeddingInputs> parse_embedding_input(const nlohmann::json& input) {
-  return parse_text_or_tokens(input, "input", "inputs", kMaxEmbeddingInputs);
+  bool has_object = input.is_object();
+  if (input.is_array())
+    for (const nlohmann::json& v : input) has_object = has_object || v.is_object();
+  if (has_object) return parse_mixed_input(input);
+  PRISM_ASSIGN_OR_RETURN(TextOrTokens parsed, parse_text_or_tokens(input, "input", "inputs", kMaxEmbeddingInputs));
+  EmbeddingInputs out;
+  static_cast<TextOrTokens&>(out) = std::move(parsed);
+  return out;
 }
 
 Result<std::vector<std::vector<int32_t>>> tokenize_inputs(const EmbeddingInputs& inputs,
                                                           const engines::encode::EmbedFrontend& frontend,
                                                           bool truncate) {
+  const std::size_t n = inputs.TextOrTokens::size();
+  const std::vector<std::size_t> positions = inputs.text_positions();
   std::vector<std::vector<int32_t>> sequences;
-  sequences.reserve(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
+  sequences.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
     Result<std::vector<int32_t>> ids = inputs.tokens ? frontend.check_ids(inputs.token_ids[i], truncate)
                                                      : frontend.tokenize(inputs.texts[i], truncate);
     if (!ids.has_value())
-      return Status(ids.status().code(), inputs.name(i) + " " + ids.status().message());
+      return Status(ids.status().code(), inputs.name(positions[i]) + " " + ids.status().message());
     sequences.push_back(std::move(ids).value());
   }
   return sequences;
+}
+
+Result<std::vector<engines::encode::EmbedImage>> prepare_images(const EmbeddingInputs& inputs,
+                                                                const engines::encode::EmbedFrontend& frontend) {
+  std::vector<engines::encode::EmbedImage> images;
+  if (inputs.images.empty()) return images;
+  if (!frontend.accepts_images())
+    return failed_precondition("This model does not accept image input (" + inputs.name(inputs.images[0].index) +
+                               " is an image); image inputs need a CLIP or SigLIP model.");
+  images.reserve(inputs.images.size());
+  for (const EmbeddingImage& in : inputs.images) {
+    Result<engines::encode::EmbedImage> image = frontend.prepare_image_url(in.url);
+    if (!image.has_value()) {
+      // NOTE: a missing file, a refused host or a failed download is the request's fault
+      // here (a 400 naming the element), not a missing model (404) or a busy server (503).
+      const StatusCode code =
+          image.status().code() == StatusCode::internal ? StatusCode::internal : StatusCode::invalid_argument;
+      return Status(code, inputs.name(in.index) + " " + image.status().message());
+    }
+    image->index = in.index;
+    images.push_back(std::move(image).value());
+  }
+  return images;
 }
 
 void append_json_float(std::string& out, float value) {
@@ -113,7 +247,9 @@ std::string embeddings_json(const EmbeddingsReply& reply) {
   out += R"(],"model":)" + text(reply.model);
   out += R"(,"usage":{"prompt_tokens":)" + tokens + R"(,"total_tokens":)" + tokens + "}";
   out += R"(,"prism":{"embedding_space":)" + text(reply.space_id) + R"(,"dims":)" + std::to_string(reply.dims) +
-         R"(,"normalized":)" + (reply.normalized ? "true" : "false") + "}}";
+         R"(,"normalized":)" + (reply.normalized ? "true" : "false");
+  if (reply.images > 0) out += R"(,"images":)" + std::to_string(reply.images);
+  out += "}}";
   return out;
 }
 
@@ -126,6 +262,7 @@ struct ReplyShape {
   int64_t prompt_tokens = 0;
   std::string space_id;
   bool normalized = false;
+  int64_t images = 0;
 };
 
 void answer(Responder& responder, const ReplyShape& shape, Result<serving::PayloadPtr>& result) {
@@ -150,6 +287,7 @@ void answer(Responder& responder, const ReplyShape& shape, Result<serving::Paylo
   reply.prompt_tokens = shape.prompt_tokens;
   reply.space_id = shape.space_id;
   reply.normalized = shape.normalized;
+  reply.images = shape.images;
   Response response = Response::json(200, embeddings_json(reply));
   response.headers.emplace_back("X-Prism-Embedding-Space", shape.space_id);
   responder.send(std::move(response));
@@ -177,17 +315,31 @@ void post_embeddings(serving::DeploymentSet& deployments, const Request& request
     return (void)responder.send(error_response(not_ready("The model '" + shape.model + "' is not ready yet.")));
   if (Status s = frontend->check_dimensions(dims); !s.ok())
     return (void)responder.send(error_response(from_status(s, "dimensions")));
+  if (!inputs->images.empty() && !frontend->accepts_images())
+    return (void)responder.send(error_response(
+        invalid_field("input", "the model '" + shape.model + "' does not accept image input (" +
+                                   inputs->name(inputs->images[0].index) +
+                                   " is an image); image inputs need a CLIP or SigLIP model")));
   Result<std::vector<std::vector<int32_t>>> sequences = tokenize_inputs(inputs.value(), *frontend, truncate);
   if (!sequences.has_value())
     return (void)responder.send(error_response(from_status(sequences.status(), "input")));
+  Result<std::vector<engines::encode::EmbedImage>> images = prepare_images(inputs.value(), *frontend);
+  if (!images.has_value()) {
+    if (images.status().code() == StatusCode::internal)
+      PRISM_LOG_ERROR("request {}: preparing an image failed: {}", responder.request_id(), images.status().message());
+    return (void)responder.send(error_response(from_status(images.status(), "input")));
+  }
 
   for (const std::vector<int32_t>& s : sequences.value()) shape.prompt_tokens += static_cast<int64_t>(s.size());
   shape.space_id = frontend->space_id();
   shape.normalized = frontend->normalize();
+  shape.images = static_cast<int64_t>(images->size());
   auto payload = std::make_unique<engines::encode::EmbedInput>();
   payload->sequences = std::move(sequences).value();
+  payload->images = std::move(images).value();
   payload->dims = dims;
-  const int64_t cost = shape.prompt_tokens;
+  // An image costs the positions its tower runs, as a text costs its tokens.
+  const int64_t cost = shape.prompt_tokens + shape.images * frontend->image_tokens();
   submit_or_refuse(
       *d.value(), std::move(payload),
       [responder, shape = std::move(shape)](Result<serving::PayloadPtr> result) mutable {

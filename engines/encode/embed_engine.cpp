@@ -1,5 +1,6 @@
 // engines/encode/embed_engine.cpp: the embed engine's loop (online first, bulk in chunks),
-// its per-request checks and its metrics.
+// its per-request checks and its metrics. Texts and images go through one path: each input
+// is an item (a token sequence or a preprocessed image) with a row in its request's output.
 #include "engines/encode/embed_engine.h"
 
 #include <algorithm>
@@ -11,7 +12,7 @@
 #include "engines/encode/embed_frontend.h"
 #include "engines/encode/embed_payload.h"
 #include "engines/encode/embedder.h"
-#include "models/bert/bert.h"
+#include "engines/encode/media_cache.h"
 #include "runtime/threads.h"
 #include "serving/config.h"
 
@@ -34,13 +35,30 @@ struct EmbedMetrics {
                             kPaddingBuckets, l)),
         batch_sequences(m.histogram("prism_embed_batch_sequences",
                                     "Sequences per embed call (an online batch or a bulk chunk).",
-                                    serving::batch_size_buckets(), l)) {}
+                                    serving::batch_size_buckets(), l)),
+        images(m.counter("prism_embed_images_total", "Image inputs embedded (dual encoders).", l)),
+        images_encoded(m.counter("prism_embed_images_encoded_total",
+                                 "Image inputs the image tower ran for (the rest came from the media cache).", l)),
+        // NOTE: the same series names, types and help as the generate engine's (metrics.h: the
+        // first registration of a name fixes its help), so either may register first.
+        cache_lookups(m.counter("prism_media_cache_lookups_total", "Media items looked up in the media cache.", l)),
+        cache_hits(m.counter("prism_media_cache_hits_total",
+                             "Media items whose encoder output came from the media cache (hit ratio: hits / lookups).",
+                             l)),
+        cache_bytes(m.gauge("prism_media_cache_bytes", "Bytes of encoder outputs in the process's media cache.", l)) {}
 
   void record(const EmbedStats& s) {
+    if (s.useful_flops > 0) useful_flops.inc(s.useful_flops);
+    if (s.images > 0) {
+      images.inc(double(s.images));
+      images_encoded.inc(double(s.images_encoded));
+      cache_lookups.inc(double(s.cache_lookups));
+      cache_hits.inc(double(s.cache_hits));
+      cache_bytes.set(double(MediaCache::shared().stats().bytes));
+    }
     if (s.sequences == 0) return;
     documents.inc(double(s.sequences));
     tokens.inc(double(s.real_tokens));
-    useful_flops.inc(s.useful_flops);
     padding.observe(s.padded_tokens > 0 ? double(s.padded_tokens - s.real_tokens) / double(s.padded_tokens) : 0.0);
     batch_sequences.observe(double(s.sequences));
   }
@@ -50,14 +68,47 @@ struct EmbedMetrics {
   serving::Counter& useful_flops;
   serving::Histogram& padding;
   serving::Histogram& batch_sequences;
+  serving::Counter& images;
+  serving::Counter& images_encoded;
+  serving::Counter& cache_lookups;
+  serving::Counter& cache_hits;
+  serving::Gauge& cache_bytes;
 };
+
+// The items of one model call (an online group or a bulk chunk), texts and images, each with
+// the output row it fills. Replica thread only; reused from call to call.
+struct EmbedWork {
+  std::vector<std::span<const int32_t>> texts;
+  std::vector<float*> text_targets;  // [out_dims] rows in the requests' outputs
+  std::vector<ImageRef> images;
+  std::vector<float*> image_targets;
+
+  void clear() {
+    texts.clear();
+    text_targets.clear();
+    images.clear();
+    image_targets.clear();
+  }
+  size_t size() const { return texts.size() + images.size(); }
+};
+
+// A request's output, sized for every input, and the row each input fills.
+std::unique_ptr<EmbedOutput> make_output(const EmbedInput& in, int64_t out_dims) {
+  auto out = std::make_unique<EmbedOutput>();
+  out->dims = out_dims;
+  out->vectors.resize(in.num_inputs() * size_t(out_dims));
+  return out;
+}
 
 // A bulk request being worked through chunk by chunk.
 struct BulkJob {
   RequestPtr request;
   const EmbedInput* input = nullptr;  // owned by request
-  std::vector<size_t> order;          // sequence indices, shortest first (less padding per chunk)
-  size_t next = 0;                    // into order
+  // Items: i < sequences → sequence i; else image i - sequences. Sequences shortest first (less
+  // padding per chunk), then the images.
+  std::vector<size_t> order;
+  std::vector<size_t> positions;  // input position of each sequence
+  size_t next = 0;                // into order
   int64_t remaining_tokens = 0;
   std::unique_ptr<EmbedOutput> output;
   bool done() const { return next == order.size(); }
@@ -66,7 +117,7 @@ struct BulkJob {
 class EmbedEngine final : public serving::Engine {
  public:
   EmbedEngine(const serving::EngineContext& context, std::shared_ptr<const EmbedFrontend> frontend,
-              EncoderLoader loader)
+              EmbedModelsLoader loader)
       : config_(context.config),
         frontend_(std::move(frontend)),
         loader_(std::move(loader)),
@@ -92,12 +143,15 @@ class EmbedEngine final : public serving::Engine {
   std::vector<RequestPtr> poll_waiting(serving::BatchSource& source);
   // Drops cancelled and expired jobs, completing them.
   void prune_bulk();
-  // Runs the model; an exception (a library's) becomes an internal error for those requests.
-  Status embed(std::span<const std::span<const int32_t>> sequences, int64_t dims, std::span<float> out);
+  // Runs the models over work_ and writes every item's row; an exception (a library's)
+  // becomes an internal error for the requests involved.
+  Status run_work(int64_t dims);
+  // An item's share of a token budget: its tokens, or the positions the image tower runs.
+  int64_t item_tokens(const BulkJob& job, size_t item) const;
 
   const serving::DeploymentConfig& config_;  // not owned; outlives the engine
   std::shared_ptr<const EmbedFrontend> frontend_;
-  EncoderLoader loader_;
+  EmbedModelsLoader loader_;
   const int replica_;
   const int replicas_;
   EmbedMetrics metrics_;
@@ -108,10 +162,9 @@ class EmbedEngine final : public serving::Engine {
 
   // Replica thread only.
   std::deque<BulkJob> bulk_;
-  int64_t bulk_tokens_ = 0;  // tokens not yet run in bulk_
-  std::vector<std::span<const int32_t>> views_;
+  int64_t bulk_tokens_ = 0;  // tokens not yet run in bulk_ (images at image_tokens())
+  EmbedWork work_;
   std::vector<float> scratch_;
-  std::vector<float*> targets_;
 };
 
 // NOTE: replicas share the cores without oversubscription because each replica thread sets
@@ -131,58 +184,85 @@ Status EmbedEngine::load() {
   PRISM_ASSIGN_OR_RETURN(bool packed, frontend_->knobs().get_bool("packing", true));
   PRISM_ASSIGN_OR_RETURN(bulk_chunk_tokens_, frontend_->knobs().get_int("bulk_chunk_tokens", 128));
   if (bulk_chunk_tokens_ < 1) return invalid_argument("knob 'bulk_chunk_tokens' must be >= 1");
+  PRISM_ASSIGN_OR_RETURN(int64_t max_views, frontend_->knobs().get_int("max_encoder_views", 8));
+  if (max_views < 1) return invalid_argument("knob 'max_encoder_views' must be >= 1");
 
   EmbedderOptions options;
   options.precision = precision_;
   options.max_batch_tokens = std::max<int64_t>(config_.batching.max_batch_tokens, 1);
   options.packed = packed;
-  std::unique_ptr<models::Encoder> encoder;
+  options.max_batch_images = int(std::min<int64_t>(max_views, 1 << 20));
   if (loader_) {
-    PRISM_ASSIGN_OR_RETURN(encoder, loader_(*frontend_, precision_));
+    PRISM_ASSIGN_OR_RETURN(EmbedModels loaded, loader_(*frontend_, precision_));
+    PRISM_ASSIGN_OR_RETURN(embedder_,
+                           Embedder::create(frontend_, options, std::move(loaded.text), std::move(loaded.image)));
   } else {
-    PRISM_ASSIGN_OR_RETURN(encoder, models::load_bert(frontend_->model_dir(), precision_));
+    PRISM_ASSIGN_OR_RETURN(embedder_, Embedder::load(frontend_, options));  // load_bert or load_dual_encoder
   }
-  PRISM_ASSIGN_OR_RETURN(embedder_, Embedder::create(frontend_, options, std::move(encoder)));
 
-  // Warm-up: the first call builds the GEMM primitives and sizes the arena.
-  std::vector<int32_t> warm = {frontend_->pad_id()};
-  if (auto ids = frontend_->tokenize("warm up", /*truncate=*/true); ids.has_value()) warm = std::move(ids).value();
-  views_.assign(1, warm);
-  scratch_.resize(size_t(frontend_->dims()));
-  EmbedStats ignored;  // the warm-up is no document: it stays out of the metrics
-  embedder_->embed_into(views_, 0, scratch_, &ignored);
-  views_.clear();
+  // Warm-up: the first call builds the GEMM primitives and sizes the arena. It is no
+  // document: it stays out of the metrics and the media cache.
+  embedder_->warm_up();
 
   if (replica_ == 0)
     PRISM_LOG_INFO("deployment {}: embed engine, {} replica(s) × {} thread(s), precision {}, {}, "
-                   "max_batch_tokens {}, bulk_chunk_tokens {}",
+                   "max_batch_tokens {}, bulk_chunk_tokens {}{}",
                    config_.name, replicas_, threads_, ops::precision_name(precision_), packed ? "packed" : "padded",
-                   options.max_batch_tokens, bulk_chunk_tokens_);
+                   options.max_batch_tokens, bulk_chunk_tokens_,
+                   frontend_->accepts_images() ? ", images " + std::to_string(options.max_batch_images) + " per call"
+                                               : std::string());
   return {};
 }
 
-Status EmbedEngine::embed(std::span<const std::span<const int32_t>> sequences, int64_t dims, std::span<float> out) {
+Status EmbedEngine::run_work(int64_t dims) {
   const int64_t out_dims = dims ? dims : frontend_->dims();
-  if (out.size() != sequences.size() * size_t(out_dims)) return internal_error("embed: output size mismatch");
-  EmbedStats stats;
+  const auto scatter = [&](const std::vector<float*>& targets) {
+    for (size_t i = 0; i < targets.size(); ++i)
+      std::copy_n(scratch_.data() + i * size_t(out_dims), out_dims, targets[i]);
+  };
   try {
-    embedder_->embed_into(sequences, dims, out, &stats);
+    if (!work_.texts.empty()) {
+      EmbedStats stats;
+      scratch_.resize(work_.texts.size() * size_t(out_dims));
+      embedder_->embed_into(work_.texts, dims, scratch_, &stats);
+      metrics_.record(stats);
+      scatter(work_.text_targets);
+    }
+    if (!work_.images.empty()) {
+      EmbedStats stats;
+      scratch_.resize(work_.images.size() * size_t(out_dims));
+      embedder_->embed_images_into(work_.images, dims, scratch_, &stats);
+      metrics_.record(stats);
+      scatter(work_.image_targets);
+    }
   } catch (const std::exception& e) {
     return internal_error(std::string("embedding failed: ") + e.what());
   }
-  metrics_.record(stats);
   return {};
 }
 
 Status EmbedEngine::check(const serving::Request& r) const {
   const auto* in = dynamic_cast<const EmbedInput*>(r.input.get());
   if (in == nullptr) return invalid_argument("the embed engine needs an EmbedInput payload");
-  if (in->sequences.empty()) return invalid_argument("input is empty");
+  if (in->num_inputs() == 0) return invalid_argument("input is empty");
+  for (size_t k = 0; k < in->images.size(); ++k) {
+    const EmbedImage& image = in->images[k];
+    if (image.index >= in->num_inputs() || (k > 0 && image.index <= in->images[k - 1].index))
+      return invalid_argument("image inputs must have distinct, ascending positions among the inputs");
+    Status s = frontend_->check_image(image);
+    if (!s.ok()) return Status(s.code(), "input[" + std::to_string(image.index) + "] " + s.message());
+  }
+  const std::vector<size_t> positions = in->sequence_positions();
   for (size_t i = 0; i < in->sequences.size(); ++i) {
     Status s = frontend_->check_sequence(in->sequences[i]);
-    if (!s.ok()) return Status(s.code(), "input[" + std::to_string(i) + "] " + s.message());
+    if (!s.ok()) return Status(s.code(), "input[" + std::to_string(positions[i]) + "] " + s.message());
   }
   return frontend_->check_dimensions(in->dims);
+}
+
+int64_t EmbedEngine::item_tokens(const BulkJob& job, size_t item) const {
+  const auto& seqs = job.input->sequences;
+  return item < seqs.size() ? int64_t(seqs[item].size()) : frontend_->image_tokens();
 }
 
 void EmbedEngine::admit(std::vector<RequestPtr> requests) {
@@ -203,14 +283,13 @@ void EmbedEngine::admit(std::vector<RequestPtr> requests) {
     BulkJob job;
     job.input = static_cast<const EmbedInput*>(r->input.get());
     const auto& seqs = job.input->sequences;
-    job.order.resize(seqs.size());
+    job.order.resize(job.input->num_inputs());
     std::iota(job.order.begin(), job.order.end(), size_t{0});
-    std::stable_sort(job.order.begin(), job.order.end(),
+    std::stable_sort(job.order.begin(), job.order.begin() + ptrdiff_t(seqs.size()),
                      [&](size_t a, size_t b) { return seqs[a].size() < seqs[b].size(); });
-    for (const auto& s : seqs) job.remaining_tokens += int64_t(s.size());
-    job.output = std::make_unique<EmbedOutput>();
-    job.output->dims = job.input->dims ? job.input->dims : frontend_->dims();
-    job.output->vectors.resize(seqs.size() * size_t(job.output->dims));
+    job.positions = job.input->sequence_positions();
+    for (size_t item : job.order) job.remaining_tokens += item_tokens(job, item);
+    job.output = make_output(*job.input, job.input->dims ? job.input->dims : frontend_->dims());
     job.request = std::move(r);
     bulk_tokens_ += job.remaining_tokens;
     bulk_.push_back(std::move(job));
@@ -218,8 +297,8 @@ void EmbedEngine::admit(std::vector<RequestPtr> requests) {
   if (!online.empty()) run_online(online);
 }
 
-// NOTE: one embed call per distinct `dims` (usually one: clients rarely mix sizes in a batch),
-// so every online request of the batch shares the same micro-batches.
+// NOTE: one model call per distinct `dims` (usually one: clients rarely mix sizes in a batch),
+// so every online request of the batch shares the same micro-batches, texts and images alike.
 void EmbedEngine::run_online(std::span<const RequestPtr> requests) {
   std::vector<bool> taken(requests.size(), false);
   for (size_t first = 0; first < requests.size(); ++first) {
@@ -227,30 +306,30 @@ void EmbedEngine::run_online(std::span<const RequestPtr> requests) {
     const int64_t dims = static_cast<const EmbedInput&>(*requests[first]->input).dims;
     const int64_t out_dims = dims ? dims : frontend_->dims();
     std::vector<size_t> group;
-    views_.clear();
+    std::vector<std::unique_ptr<EmbedOutput>> outputs;
+    work_.clear();
     for (size_t i = first; i < requests.size(); ++i) {
       const auto& in = static_cast<const EmbedInput&>(*requests[i]->input);
       if (taken[i] || in.dims != dims) continue;
       taken[i] = true;
       group.push_back(i);
-      views_.insert(views_.end(), in.sequences.begin(), in.sequences.end());
-    }
-    scratch_.resize(views_.size() * size_t(out_dims));
-    const Status status = embed(views_, dims, scratch_);
-    size_t row = 0;
-    for (size_t i : group) {
-      const RequestPtr& r = requests[i];
-      const size_t n = static_cast<const EmbedInput&>(*r->input).sequences.size();
-      if (!status.ok()) {
-        r->complete(status);
-        continue;
+      outputs.push_back(make_output(in, out_dims));
+      float* rows = outputs.back()->vectors.data();
+      const std::vector<size_t> positions = in.sequence_positions();
+      for (size_t k = 0; k < in.sequences.size(); ++k) {
+        work_.texts.emplace_back(in.sequences[k]);
+        work_.text_targets.push_back(rows + positions[k] * size_t(out_dims));
       }
-      auto out = std::make_unique<EmbedOutput>();
-      out->dims = out_dims;
-      out->vectors.assign(scratch_.begin() + ptrdiff_t(row * size_t(out_dims)),
-                          scratch_.begin() + ptrdiff_t((row + n) * size_t(out_dims)));
-      r->complete(serving::PayloadPtr(std::move(out)));
-      row += n;
+      for (const EmbedImage& image : in.images) {
+        work_.images.push_back({image.views.get(), image.key});
+        work_.image_targets.push_back(rows + image.index * size_t(out_dims));
+      }
+    }
+    const Status status = run_work(dims);
+    for (size_t g = 0; g < group.size(); ++g) {
+      const RequestPtr& r = requests[group[g]];
+      if (!status.ok()) r->complete(status);
+      else r->complete(serving::PayloadPtr(std::move(outputs[g])));
     }
   }
 }
@@ -270,14 +349,14 @@ void EmbedEngine::prune_bulk() {
   }
 }
 
-// NOTE: a chunk takes sequences in job order (FIFO across bulk requests), shortest first
-// within a job, until it holds bulk_chunk_tokens (at least one sequence); it spans jobs only
-// while their dims agree, so it is one embed call. The jobs it touches are a prefix of bulk_.
+// NOTE: a chunk takes items in job order (FIFO across bulk requests), within a job texts
+// shortest first and then images, until it holds bulk_chunk_tokens (at least one item; an
+// image counts image_tokens()); it spans jobs only while their dims agree, so it is one call
+// per tower. The jobs it touches are a prefix of bulk_.
 void EmbedEngine::run_bulk_chunk() {
   prune_bulk();
   if (bulk_.empty()) return;
-  views_.clear();
-  targets_.clear();
+  work_.clear();
   const int64_t dims = bulk_.front().input->dims;
   const int64_t out_dims = bulk_.front().output->dims;
   int64_t tokens = 0;
@@ -285,18 +364,25 @@ void EmbedEngine::run_bulk_chunk() {
   for (BulkJob& job : bulk_) {
     if (tokens >= bulk_chunk_tokens_ || job.input->dims != dims) break;
     ++touched;
+    const auto& seqs = job.input->sequences;
+    float* rows = job.output->vectors.data();
     while (!job.done() && tokens < bulk_chunk_tokens_) {
-      const size_t seq = job.order[job.next++];
-      const std::vector<int32_t>& ids = job.input->sequences[seq];
-      views_.emplace_back(ids);
-      targets_.push_back(job.output->vectors.data() + seq * size_t(out_dims));
-      tokens += int64_t(ids.size());
-      job.remaining_tokens -= int64_t(ids.size());
+      const size_t item = job.order[job.next++];
+      const int64_t cost = item_tokens(job, item);
+      if (item < seqs.size()) {
+        work_.texts.emplace_back(seqs[item]);
+        work_.text_targets.push_back(rows + job.positions[item] * size_t(out_dims));
+      } else {
+        const EmbedImage& image = job.input->images[item - seqs.size()];
+        work_.images.push_back({image.views.get(), image.key});
+        work_.image_targets.push_back(rows + image.index * size_t(out_dims));
+      }
+      tokens += cost;
+      job.remaining_tokens -= cost;
     }
   }
   bulk_tokens_ -= tokens;
-  scratch_.resize(views_.size() * size_t(out_dims));
-  const Status status = embed(views_, dims, scratch_);
+  const Status status = run_work(dims);
   if (!status.ok()) {
     for (size_t i = 0; i < touched; ++i) {
       bulk_tokens_ -= bulk_.front().remaining_tokens;
@@ -305,8 +391,6 @@ void EmbedEngine::run_bulk_chunk() {
     }
     return;
   }
-  for (size_t i = 0; i < targets_.size(); ++i)
-    std::copy_n(scratch_.data() + i * size_t(out_dims), out_dims, targets_[i]);
   while (!bulk_.empty() && bulk_.front().done()) {
     bulk_.front().request->complete(serving::PayloadPtr(std::move(bulk_.front().output)));
     bulk_.pop_front();
@@ -374,12 +458,25 @@ nlohmann::json EmbedEngine::describe() const {
           {"packing", embedder_ ? embedder_->options().packed : true},
           {"max_batch_tokens", embedder_ ? embedder_->options().max_batch_tokens : 0},
           {"bulk_chunk_tokens", bulk_chunk_tokens_},
-          {"threads_per_replica", threads_}};
+          {"threads_per_replica", threads_},
+          {"accepts_images", frontend_->accepts_images()},
+          {"image_size", frontend_->image_size()},
+          {"max_encoder_views", embedder_ ? embedder_->options().max_batch_images : 0}};
 }
 
 }  // namespace
 
 serving::EngineFactory embed_engine_factory(EncoderLoader loader) {
+  if (!loader) return embed_engine_factory(EmbedModelsLoader());
+  return embed_engine_factory(
+      EmbedModelsLoader([loader](const EmbedFrontend& frontend, ops::Precision precision) -> Result<EmbedModels> {
+        EmbedModels loaded;
+        PRISM_ASSIGN_OR_RETURN(loaded.text, loader(frontend, precision));
+        return loaded;
+      }));
+}
+
+serving::EngineFactory embed_engine_factory(EmbedModelsLoader loader) {
   return [loader](const serving::EngineContext& context) -> Result<std::unique_ptr<serving::Engine>> {
     auto frontend = std::dynamic_pointer_cast<const EmbedFrontend>(context.frontend);
     if (frontend == nullptr) return internal_error("an embed deployment needs its EmbedFrontend");
