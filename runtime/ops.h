@@ -31,7 +31,15 @@ enum class Precision : uint8_t {
 std::string_view precision_name(Precision p);
 Result<Precision> parse_precision(std::string_view name);  // "f32" | "bf16" | "int8"
 
-enum class Activation : uint8_t { none, gelu_erf, gelu_tanh, silu, relu };
+// Applied to x @ W^T + b in the GEMM's epilogue (no extra pass over the output).
+enum class Activation : uint8_t {
+  none,
+  gelu_erf,    // x * Phi(x) (ops::gelu, GeluForm::erf)
+  gelu_tanh,   // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GeluForm::tanh)
+  silu,        // x * sigmoid(x) (ops::silu)
+  relu,        // max(x, 0)
+  quick_gelu,  // x * sigmoid(1.702 x) (ops::quick_gelu: CLIP's MLP)
+};
 
 class PackedLinear;  // backend-specific; defined in runtime/cpu/
 

@@ -11,7 +11,7 @@ using formats::WeightSource;
 
 Result<MlpActivation> MlpActivation::parse(const std::string& hidden_act) {
   MlpActivation a;
-  if (hidden_act == "quick_gelu") a.quick_gelu = true;
+  if (hidden_act == "quick_gelu") a.fused = ops::Activation::quick_gelu;
   else if (hidden_act == "gelu") a.fused = ops::Activation::gelu_erf;
   else if (hidden_act == "gelu_new" || hidden_act == "gelu_pytorch_tanh") a.fused = ops::Activation::gelu_tanh;
   else
@@ -82,9 +82,9 @@ Tensor transformer_layer_forward(const TransformerLayer& L, const TransformerSha
                                         ops::AttentionParams{.scale = 0.0f, .causal = causal});  // [T, A, D]
   Tensor a = ops::linear(context.view({t, h}), L.self_attn_out_proj);
   ops::add_(a, x);  // a = x + attention
-  Tensor m = ops::linear(layer_norm(a, L.layer_norm2, shape.layer_norm_eps), L.mlp_fc1, shape.activation.fused);
-  if (shape.activation.quick_gelu) m = ops::quick_gelu(m);
-  m = ops::linear(m, L.mlp_fc2);
+  const Tensor up = ops::linear(layer_norm(a, L.layer_norm2, shape.layer_norm_eps), L.mlp_fc1,
+                                shape.activation.fused);  // hidden_act in fc1's epilogue
+  const Tensor m = ops::linear(up, L.mlp_fc2);
   ArenaScope scope(out);
   return ops::add(a, m);
 }

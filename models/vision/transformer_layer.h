@@ -22,11 +22,9 @@ struct LayerNormWeights {
   Tensor weight, bias;  // [hidden] f32, owned copies
 };
 
-// hidden_act of CLIP / SigLIP configs. The gelu forms fuse into fc1's GEMM; quick_gelu
-// (x * sigmoid(1.702 x)) has no fused form in ops::linear, so it runs as ops::quick_gelu.
+// hidden_act of CLIP / SigLIP configs; every form fuses into fc1's GEMM.
 struct MlpActivation {
   ops::Activation fused = ops::Activation::none;
-  bool quick_gelu = false;
   // "quick_gelu", "gelu" (erf), "gelu_new" / "gelu_pytorch_tanh" (tanh); invalid_argument otherwise.
   static Result<MlpActivation> parse(const std::string& hidden_act);
 };

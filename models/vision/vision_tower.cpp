@@ -329,7 +329,6 @@ Tensor VisionTower::pool(const Tensor& last_hidden) const {
   const Tensor o = ops::linear(context.view({v, h}), head.attention_out_proj);
   Tensor mlp = ops::linear(vision::layer_norm(o, head.layernorm, m.shape.layer_norm_eps), head.mlp_fc1,
                            m.shape.activation.fused);
-  if (m.shape.activation.quick_gelu) mlp = ops::quick_gelu(mlp);
   mlp = ops::linear(mlp, head.mlp_fc2);
   ArenaScope to_result(result);
   return ops::add(o, mlp);

@@ -83,6 +83,7 @@ dnnl::algorithm eltwise_algorithm(Activation act) {
     case Activation::gelu_tanh: return dnnl::algorithm::eltwise_gelu_tanh;
     case Activation::silu: return dnnl::algorithm::eltwise_swish;  // x * sigmoid(1 * x)
     case Activation::relu: return dnnl::algorithm::eltwise_relu;
+    case Activation::quick_gelu: return dnnl::algorithm::eltwise_swish;  // x * sigmoid(1.702 x)
     case Activation::none: break;
   }
   return dnnl::algorithm::undef;
@@ -90,8 +91,11 @@ dnnl::algorithm eltwise_algorithm(Activation act) {
 
 void append_activation(dnnl::post_ops& po, Activation act) {
   if (act == Activation::none) return;
-  // alpha: swish's beta (1 = SiLU); relu's negative slope (0). beta unused.
-  const float alpha = act == Activation::silu ? 1.0f : 0.0f;
+  // alpha: swish's beta, x * sigmoid(alpha x) (1 = SiLU, 1.702 = QuickGELU); relu's
+  // negative slope (0). beta unused.
+  const float alpha = act == Activation::silu         ? 1.0f
+                      : act == Activation::quick_gelu ? cpu::kQuickGeluAlpha
+                                                      : 0.0f;
   po.append_eltwise(1.0f, eltwise_algorithm(act), alpha, 0.0f);
 }
 
@@ -230,6 +234,7 @@ void int8_epilogue(float* y, int64_t M, int64_t N, const float* sx, const float*
     case Activation::gelu_erf: return int8_epilogue_act<Activation::gelu_erf>(y, M, N, sx, bias);
     case Activation::gelu_tanh: return int8_epilogue_act<Activation::gelu_tanh>(y, M, N, sx, bias);
     case Activation::silu: return int8_epilogue_act<Activation::silu>(y, M, N, sx, bias);
+    case Activation::quick_gelu: return int8_epilogue_act<Activation::quick_gelu>(y, M, N, sx, bias);
   }
 }
 

@@ -1,4 +1,4 @@
-// GELU (both forms), SiLU and SwiGLU against double-precision formulas, densely over
+// GELU (both forms), SiLU, QuickGELU and SwiGLU against double-precision formulas, densely over
 // [-20, 20] (the tails are where approximations of erf and exp go wrong) and on odd shapes.
 #include <gtest/gtest.h>
 
@@ -24,6 +24,8 @@ double gelu_tanh_ref(double x) {
   return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
+// transformers' QuickGELUActivation: x * sigmoid(1.702 x), written as x / (1 + exp(-1.702 x)).
+double quick_gelu_ref(double x) { return x / (1.0 + std::exp(-1.702 * x)); }
 
 std::vector<double> map_ref(const Tensor& x, double (*f)(double)) {
   std::vector<double> v = to_doubles(x);
@@ -56,6 +58,15 @@ TEST(ActivationTest, SiluMatchesReference) {
     EXPECT_TRUE(all_close(ops::silu(x), map_ref(x, silu_ref), kRtol, kAtol)) << x.to_string();
 }
 
+TEST(ActivationTest, QuickGeluMatchesReference) {
+  for (const Tensor& x : {sweep(), random_f32({3, 77}, 11), random_f32({1}, 12), random_f32({2, 3, 5}, 13)})
+    EXPECT_TRUE(all_close(ops::quick_gelu(x), map_ref(x, quick_gelu_ref), kRtol, kAtol)) << x.to_string();
+  // Rows of a wider tensor (strided): the op reads them where they are.
+  const Tensor half = random_f32({4, 40}, 14).slice(1, 0, 20);
+  ASSERT_FALSE(half.is_contiguous());
+  EXPECT_TRUE(all_close(ops::quick_gelu(half), map_ref(half, quick_gelu_ref), kRtol, kAtol));
+}
+
 TEST(ActivationTest, SwigluMatchesReference) {
   for (const Dims& shape : {Dims{3, 77}, Dims{1, 1}, Dims{64, 1100}}) {
     const Tensor gate = random_f32(shape, 9, -10.0f, 10.0f), up = random_f32(shape, 10);
@@ -81,6 +92,7 @@ TEST(ActivationTest, NanPropagates) {
   EXPECT_TRUE(std::isnan(ops::gelu(x).data<float>()[0]));
   EXPECT_TRUE(std::isnan(ops::gelu(x, ops::GeluForm::tanh).data<float>()[0]));
   EXPECT_TRUE(std::isnan(ops::silu(x).data<float>()[0]));
+  EXPECT_TRUE(std::isnan(ops::quick_gelu(x).data<float>()[0]));
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // ops::linear and pack_linear against a naive double-accumulated reference, in f32, bf16
-// and int8, with each activation, with and without bias; plus pack_linear's errors.
+// and int8, with each activation, with and without bias; the fused QuickGELU against linear
+// then ops::quick_gelu; plus pack_linear's errors.
 // Tolerances are bounds derived from each precision's rounding (see tolerance()).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "runtime/arena.h"
@@ -22,12 +24,13 @@ double activate_ref(double v, Activation act) {
     case Activation::gelu_tanh:
       return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
     case Activation::silu: return v / (1 + std::exp(-v));
+    case Activation::quick_gelu: return v / (1 + std::exp(-1.702 * v));
   }
   return v;
 }
 
 // Per-element error bound of y[m, n] before the activation. The activations' slopes are at
-// most ~1.13 (GELU) so the bound after it is 1.15x this.
+// most ~1.13 (GELU; SiLU and QuickGELU ~1.10) so the bound after it is 1.15x this.
 //  f32:  brgemm sums K products in f32 in blocks; K * 2^-24 * S is the classic worst case
 //        bound (S = sum |x w| + |b|); 2e-6 * S covers K <= 32 exactly and is loose beyond
 //        (the error grows like sqrt(K) in practice), so use max(K * 2^-24, 2e-6) * S.
@@ -142,7 +145,7 @@ void check_all(Precision p) {
     const Tensor w = test::random_f32({s.n, K}, seed++, -0.3f, 0.3f);
     const Tensor b = test::random_f32({s.n}, seed++, -1.0f, 1.0f);
     for (Activation act : {Activation::none, Activation::gelu_erf, Activation::gelu_tanh,
-                           Activation::silu, Activation::relu}) {
+                           Activation::silu, Activation::relu, Activation::quick_gelu}) {
       check_linear(x, w, Tensor(), p, act);
       check_linear(x, w, b, p, act);
     }
@@ -185,13 +188,44 @@ TEST(LinearTest, Int8EpilogueActivationsAreAccurate) {
   Result<LinearWeight> lw = pack_linear(w, b, Precision::int8);
   ASSERT_TRUE(lw.has_value());
   const Tensor pre = linear(x, *lw);
-  for (Activation act : {Activation::gelu_erf, Activation::gelu_tanh, Activation::silu, Activation::relu}) {
+  for (Activation act : {Activation::gelu_erf, Activation::gelu_tanh, Activation::silu, Activation::relu,
+                         Activation::quick_gelu}) {
     const Tensor y = linear(x, *lw, act);
     for (int64_t i = 0; i < y.numel(); ++i) {
       const double v = pre.data<float>()[i];
       const double ref = activate_ref(v, act);
       ASSERT_NEAR(y.data<float>()[i], ref, 2e-6 * std::fabs(ref) + 1e-6 * (1 + std::fabs(v)))
           << "act " << int(act) << " at v = " << v;
+    }
+  }
+}
+
+TEST(LinearTest, FusedQuickGeluMatchesLinearThenQuickGelu) {
+  // The fused form (oneDNN's swish post-op with alpha 1.702 in f32 / bf16 at large M, our
+  // epilogues in int8 and the small-M bf16 kernel) against linear then ops::quick_gelu, with
+  // the epilogue tolerance above. Rows 1 and 5 take the small-M kernel in bf16 (where the
+  // CPU has AVX-512 BF16), 300 the oneDNN path; N = 200 leaves a partial 16-lane tail.
+  // Pre-activations reach |v| ~ 12, both tails of the sigmoid.
+  const Tensor w = test::random_f32({200, 96}, 17, -0.4f, 0.4f);
+  const Tensor b = test::random_f32({200}, 18, -4.0f, 4.0f);
+  for (Precision p : {Precision::f32, Precision::bf16, Precision::int8}) {
+    Result<LinearWeight> lw = pack_linear(w, b, p);
+    ASSERT_TRUE(lw.has_value()) << lw.status().to_string();
+    for (int64_t rows : {1, 5, 300}) {
+      SCOPED_TRACE(std::string(precision_name(p)) + " rows " + std::to_string(rows));
+      const Tensor x = test::random_f32({rows, 96}, 19 + uint32_t(rows), -3.0f, 3.0f);
+      const Tensor pre = linear(x, *lw);
+      const Tensor unfused = quick_gelu(pre);
+      const Tensor fused = linear(x, *lw, Activation::quick_gelu);
+      ASSERT_EQ(fused.shape(), unfused.shape());
+      int bad = 0;
+      for (int64_t i = 0; i < fused.numel(); ++i) {
+        const double v = pre.data<float>()[i], want = unfused.data<float>()[i];
+        const double got = fused.data<float>()[i];
+        if (!(std::fabs(got - want) <= 2e-6 * std::fabs(want) + 1e-6 * (1 + std::fabs(v))) && ++bad <= 5)
+          ADD_FAILURE() << "at " << i << ": fused " << got << ", unfused " << want << ", v = " << v;
+      }
+      EXPECT_EQ(bad, 0);
     }
   }
 }
