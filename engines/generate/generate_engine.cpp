@@ -1,8 +1,10 @@
 // engines/generate/generate_engine.cpp: the continuous-batching loop of task "chat". Between
 // steps: take new requests, drop cancelled and expired ones, plan the step (scheduler.h),
-// apply it to the block pool; then one Decoder::forward over the flat batch, sampling (or
-// draft verification), stop checks, streaming and completion. Metrics of the generate pattern.
-// It must not: tokenize prompts (the api's threads do), see HTTP, or start threads.
+// apply it to the block pool, get the media rows of prompts that need them (media cache, else
+// one batched encoder run for the whole step); then one Decoder::forward over the flat batch,
+// sampling (or draft verification), stop checks, streaming and completion. Metrics of the
+// generate pattern and of VLMs. It must not: tokenize or preprocess (the api's threads do),
+// see HTTP, or start threads.
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -13,12 +15,16 @@
 
 #include <unistd.h>
 
+#include "base/check.h"
 #include "base/log.h"
+#include "engines/encode/media_cache.h"
+#include "engines/encode/media_encode.h"
 #include "engines/generate/generate_engine_factory.h"
 #include "engines/generate/generate_frontend.h"
 #include "engines/generate/generate_payload.h"
 #include "engines/generate/kv_block_pool.h"
 #include "engines/generate/kv_cache.h"
+#include "engines/generate/media_rows.h"
 #include "engines/generate/scheduler.h"
 #include "engines/generate/sequence.h"
 #include "engines/generate/speculation.h"
@@ -33,6 +39,8 @@ using serving::Clock;
 using serving::RequestPtr;
 
 constexpr double kUsageBuckets[] = {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+// Visual tokens per request: a pooled image (16-64) up to long videos.
+constexpr double kVisualTokenBuckets[] = {16, 64, 144, 256, 576, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
 constexpr size_t kDetokenizerPromptTail = 5;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -85,6 +93,30 @@ struct GenerateMetrics {
   serving::Counter& accepted_tokens;
 };
 
+// The series of a vision-language deployment (registered only when the model has vision).
+struct VlmMetrics {
+  VlmMetrics(serving::MetricsRegistry& m, const serving::Labels& l)
+      : encoder_seconds(m.histogram("prism_vlm_encoder_seconds_per_image",
+                                    "Media encoder seconds per item encoded (a run's time over its items, observed "
+                                    "once per item).",
+                                    serving::latency_buckets_seconds(), l)),
+        visual_tokens(m.histogram("prism_vlm_visual_tokens", "Visual tokens (media rows) per request.",
+                                  kVisualTokenBuckets, l)),
+        frames(m.counter("prism_vlm_frames_sampled_total", "Video frames sampled (views of video items).", l)),
+        cache_lookups(m.counter("prism_media_cache_lookups_total", "Media items looked up in the media cache.", l)),
+        cache_hits(m.counter("prism_media_cache_hits_total",
+                             "Media items whose encoder output came from the media cache (hit ratio: hits / lookups).",
+                             l)),
+        cache_bytes(m.gauge("prism_media_cache_bytes", "Bytes of encoder outputs in the process's media cache.", l)) {}
+
+  serving::Histogram& encoder_seconds;
+  serving::Histogram& visual_tokens;
+  serving::Counter& frames;
+  serving::Counter& cache_lookups;
+  serving::Counter& cache_hits;
+  serving::Gauge& cache_bytes;
+};
+
 struct EngineKnobs {
   int64_t kv_cache_bytes = 256ll << 20;
   std::string kv_cache_dtype = "auto";
@@ -94,15 +126,27 @@ struct EngineKnobs {
   std::string speculation = "none";
   int num_speculative_tokens = 4;
   int ngram_min = 1, ngram_max = 3;
+  int max_encoder_views = 8;  // VLMs: views per media encoder call
 };
 
-// The engine's knobs and the frontend's (max_model_len): a chat deployment takes no other.
+// The engine's knobs and the frontend's (max_model_len): a text-only chat deployment takes no
+// other.
 constexpr std::array<std::string_view, 10> kKnownKnobs = {
     "kv_cache_bytes", "kv_cache_dtype", "block_size", "max_step_tokens", "prefix_caching",
     "speculation",    "num_speculative_tokens", "ngram_min", "ngram_max", "max_model_len"};
 
-Result<EngineKnobs> read_knobs(const serving::Knobs& k) {
-  PRISM_RETURN_IF_ERROR(k.check_names(kKnownKnobs, "a chat deployment"));
+// A vision-language deployment also takes the engine's max_encoder_views and the vision
+// processor's budget and media-source knobs (VisionProcessor::load checks their values).
+Result<EngineKnobs> read_knobs(const serving::Knobs& k, bool vision) {
+  if (vision) {
+    std::vector<std::string_view> known(kKnownKnobs.begin(), kKnownKnobs.end());
+    known.push_back("max_encoder_views");
+    const std::span<const std::string_view> processor = VisionProcessor::knob_names();
+    known.insert(known.end(), processor.begin(), processor.end());
+    PRISM_RETURN_IF_ERROR(k.check_names(known, "a chat deployment of a vision-language model"));
+  } else {
+    PRISM_RETURN_IF_ERROR(k.check_names(kKnownKnobs, "a chat deployment"));
+  }
   EngineKnobs e;
   PRISM_ASSIGN_OR_RETURN(e.kv_cache_bytes, k.get_int("kv_cache_bytes", e.kv_cache_bytes));
   PRISM_ASSIGN_OR_RETURN(e.kv_cache_dtype, k.get_string("kv_cache_dtype", e.kv_cache_dtype));
@@ -113,6 +157,7 @@ Result<EngineKnobs> read_knobs(const serving::Knobs& k) {
   PRISM_ASSIGN_OR_RETURN(int64_t spec, k.get_int("num_speculative_tokens", e.num_speculative_tokens));
   PRISM_ASSIGN_OR_RETURN(int64_t nmin, k.get_int("ngram_min", e.ngram_min));
   PRISM_ASSIGN_OR_RETURN(int64_t nmax, k.get_int("ngram_max", e.ngram_max));
+  PRISM_ASSIGN_OR_RETURN(int64_t views, k.get_int("max_encoder_views", e.max_encoder_views));
   auto bad = [&](std::string_view name, const std::string& rule, int64_t got) {
     return invalid_argument(k.where(name) + " must be " + rule + " (got " + std::to_string(got) + ")");
   };
@@ -122,6 +167,7 @@ Result<EngineKnobs> read_knobs(const serving::Knobs& k) {
   if (spec < 1 || spec > 64) return bad("num_speculative_tokens", "in [1, 64]", spec);
   if (nmin < 1 || nmin > 64) return bad("ngram_min", "in [1, 64]", nmin);
   if (nmax < nmin || nmax > 64) return bad("ngram_max", "in [ngram_min, 64]", nmax);
+  if (views < 1 || views > 4096) return bad("max_encoder_views", "in [1, 4096]", views);
   if (e.speculation != "none" && e.speculation != "ngram")
     return invalid_argument(k.where("speculation") + " must be none or ngram (got '" + e.speculation + "')");
   if (e.kv_cache_dtype != "auto" && e.kv_cache_dtype != "f32" && e.kv_cache_dtype != "bf16" &&
@@ -132,20 +178,24 @@ Result<EngineKnobs> read_knobs(const serving::Knobs& k) {
   e.num_speculative_tokens = int(spec);
   e.ngram_min = int(nmin);
   e.ngram_max = int(nmax);
+  e.max_encoder_views = int(views);
   return e;
 }
 
 class GenerateEngine final : public serving::Engine {
  public:
   GenerateEngine(const serving::EngineContext& context, std::shared_ptr<const GenerateFrontend> frontend,
-                 DecoderLoader loader)
+                 DecoderLoader loader, MediaEncoderLoader media_loader)
       : config_(context.config),
         frontend_(std::move(frontend)),
         loader_(std::move(loader)),
+        media_loader_(std::move(media_loader)),
         replica_(context.replica),
         replicas_(context.replicas),
         metrics_(context.metrics, context.labels),
-        seed_rng_(std::random_device{}()) {}
+        seed_rng_(std::random_device{}()) {
+    if (frontend_->vision() != nullptr) vlm_metrics_.emplace(context.metrics, context.labels);
+  }
 
   Status load() override;
   void serve(serving::BatchSource& source) override;
@@ -155,6 +205,8 @@ class GenerateEngine final : public serving::Engine {
   // ---- between steps ----
   void intake(std::vector<RequestPtr> requests);
   Status check(const serving::Request& r) const;
+  Status check_media(const GenerateInput& in) const;
+  Status load_media_encoder();
   void drop_cancelled_and_expired();
   void fail_all(const Status& status);
   int free_slots() const;
@@ -180,6 +232,20 @@ class GenerateEngine final : public serving::Engine {
   void sample_step(std::span<const StepItem> items, float* logits);
   // Preempts, admits (taking prefix hits) and grows the planned sequences.
   std::vector<StepItem> apply_plan(const StepPlan& plan);
+  // Gives every planned sequence that still has visual positions to compute its requests'
+  // media rows: from the media cache, else one batched encoder run over all the step's
+  // missing items. Requests whose media fail are completed with the error and leave `items`.
+  void acquire_media(std::vector<StepItem>& items);
+  struct MediaNeed {
+    RequestState* rs;
+    size_t item;  // into rs->input->media
+  };
+  // The items whose rows the planned sequences need and their requests do not hold.
+  std::vector<MediaNeed> media_needs(std::span<const StepItem> items) const;
+  // Pools an item's features into its request's rows; invalid_argument on a count mismatch.
+  Status place_media_rows(const MediaNeed& n, const encode::MediaFeatures& features);
+  // Frees the media rows of requests whose running choices are past their visual positions.
+  void release_media_rows();
   void build_batch(std::vector<StepItem>& items);
   // One Decoder::forward over the batch, then sample_step; a decoder failure fails the
   // step's requests (the engine goes on).
@@ -189,6 +255,7 @@ class GenerateEngine final : public serving::Engine {
   bool add_token(Sequence& s, const SampledToken& t);
   void finish(Sequence& s, FinishReason reason);
   void publish_full_blocks(Sequence& s);
+  std::span<const uint64_t> media_seeds(const Sequence& s) const { return s.request->media.seeds; }
   void release_blocks(Sequence& s);
   // Streams the step's deltas and completes requests whose choices all finished.
   void emit_and_retire();
@@ -202,12 +269,19 @@ class GenerateEngine final : public serving::Engine {
   const serving::DeploymentConfig& config_;  // not owned; outlives the engine
   std::shared_ptr<const GenerateFrontend> frontend_;
   DecoderLoader loader_;
+  MediaEncoderLoader media_loader_;
   const int replica_;
   const int replicas_;
   GenerateMetrics metrics_;
+  std::optional<VlmMetrics> vlm_metrics_;  // VLMs only
   EngineKnobs knobs_;
   ops::Precision precision_ = ops::Precision::f32;
   std::unique_ptr<models::Decoder> decoder_;
+  // VLMs only: the encoder, its runner and the media cache's name for its outputs.
+  std::unique_ptr<models::MediaEncoder> media_encoder_;
+  std::unique_ptr<encode::MediaEncodeRunner> media_runner_;
+  std::string encoder_id_;
+  int32_t image_token_id_ = -1;
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<KvBlockPool> pool_;
   KvCache kv_;
@@ -228,6 +302,8 @@ class GenerateEngine final : public serving::Engine {
   int64_t batch_max_blocks_ = 1;
   std::vector<int32_t> batch_tokens_, batch_positions_, batch_slots_, batch_cu_, batch_ctx_, batch_rows_,
       batch_tables_;
+  // Media rows of the batch: (row of the batch, its input embedding); not owned (request rows).
+  std::vector<std::pair<int32_t, const float*>> batch_media_;
 };
 
 // ------------------------------------------------------------------------------------------
@@ -237,13 +313,14 @@ Status GenerateEngine::load() {
   threads_ = std::max(1, num_threads() / std::max(1, replicas_));
   omp_set_num_threads(threads_);  // this replica's share (see the NOTE in embed_engine.cpp)
 
-  PRISM_ASSIGN_OR_RETURN(knobs_, read_knobs(config_.knobs));
+  PRISM_ASSIGN_OR_RETURN(knobs_, read_knobs(config_.knobs, frontend_->vision() != nullptr));
   PRISM_ASSIGN_OR_RETURN(precision_, ops::parse_precision(config_.precision));
   PRISM_ASSIGN_OR_RETURN(DType kv_dtype, parse_kv_cache_dtype(knobs_.kv_cache_dtype, precision_));
   PRISM_ASSIGN_OR_RETURN(drafter_, make_drafter(knobs_.speculation, knobs_.ngram_min, knobs_.ngram_max));
   PRISM_ASSIGN_OR_RETURN(decoder_, loader_(config_, precision_));
 
   vocab_ = decoder_->vocab_size();
+  if (frontend_->vision() != nullptr) PRISM_RETURN_IF_ERROR(load_media_encoder());
   max_context_ = std::min<int64_t>(decoder_->max_context(), frontend_->max_context());
   if (max_context_ < 2) return invalid_argument("the model's context length is below 2 tokens");
   const models::KvSpec spec = decoder_->kv_spec();
@@ -318,28 +395,66 @@ Status GenerateEngine::load() {
                    config_.name, replicas_, threads_, ops::precision_name(precision_), num_blocks, knobs_.block_size,
                    num_blocks * knobs_.block_size, kv_.bytes() >> 20, dtype_name(kv_dtype), knobs_.max_step_tokens,
                    limits_.max_running, knobs_.prefix_caching, knobs_.speculation);
+  if (replica_ == 0 && media_encoder_)
+    PRISM_LOG_INFO("deployment {}: media encoder: views of {}², {} rows each, {} views per call, image token {}",
+                   config_.name, media_encoder_->image_size(),
+                   media_encoder_->grid_side() * media_encoder_->grid_side(), knobs_.max_encoder_views,
+                   image_token_id_);
   update_gauges();
   return {};
 }
 
+Status GenerateEngine::load_media_encoder() {
+  if (!media_loader_) return internal_error("a vision-language deployment needs a media encoder loader");
+  PRISM_ASSIGN_OR_RETURN(media_encoder_, media_loader_(config_, precision_));
+  if (media_encoder_ == nullptr) return internal_error("the media encoder loader returned nothing");
+  const models::MediaEncoder& e = *media_encoder_;
+  if (e.image_size() < 1 || e.grid_side() < 1)
+    return internal_error("the media encoder takes views of side " + std::to_string(e.image_size()) +
+                          " into grids of side " + std::to_string(e.grid_side()));
+  if (e.output_size() != decoder_->hidden_size())
+    return invalid_argument("the media encoder gives rows of " + std::to_string(e.output_size()) +
+                            " values, but the language model's hidden size is " +
+                            std::to_string(decoder_->hidden_size()));
+  image_token_id_ = frontend_->vision()->image_token_id();
+  if (image_token_id_ < 0 || image_token_id_ >= vocab_)
+    return invalid_argument("the image token id " + std::to_string(image_token_id_) +
+                            " is outside the vocabulary [0, " + std::to_string(vocab_) + ")");
+  encoder_id_ = config_.model + "|" + std::string(ops::precision_name(precision_)) + "|vlm";
+  media_runner_ = std::make_unique<encode::MediaEncodeRunner>(e, knobs_.max_encoder_views);
+  // Warm-up: one blank view builds the encoder's primitives and checks its output shape.
+  media::PixelViews blank;
+  blank.side = int(e.image_size());
+  blank.num_views = 1;
+  blank.values.assign(size_t(3 * e.image_size() * e.image_size()), 0.0f);
+  const media::PixelViews* views[] = {&blank};
+  return media_runner_->encode(views).status();
+}
+
 nlohmann::json GenerateEngine::describe() const {
-  return {{"engine", "generate"},
-          {"precision", std::string(ops::precision_name(precision_))},
-          {"max_context", max_context_},
-          {"vocab_size", vocab_},
-          {"weight_bytes", decoder_ ? decoder_->weight_bytes() : 0},
-          {"resident_weight_bytes", decoder_ ? decoder_->resident_weight_bytes() : 0},
-          {"block_size", knobs_.block_size},
-          {"kv_blocks", kv_.num_blocks()},
-          {"kv_token_capacity", int64_t(kv_.num_blocks()) * kv_.block_size()},
-          {"kv_cache_dtype", std::string(dtype_name(kv_.dtype()))},
-          {"kv_cache_bytes", kv_.bytes()},
-          {"max_step_tokens", knobs_.max_step_tokens},
-          {"max_running", limits_.max_running},
-          {"prefix_caching", knobs_.prefix_caching},
-          {"speculation", knobs_.speculation},
-          {"num_speculative_tokens", knobs_.speculation == "none" ? 0 : knobs_.num_speculative_tokens},
-          {"threads_per_replica", threads_}};
+  nlohmann::json j = {{"engine", "generate"},
+                      {"precision", std::string(ops::precision_name(precision_))},
+                      {"max_context", max_context_},
+                      {"vocab_size", vocab_},
+                      {"weight_bytes", decoder_ ? decoder_->weight_bytes() : 0},
+                      {"resident_weight_bytes", decoder_ ? decoder_->resident_weight_bytes() : 0},
+                      {"block_size", knobs_.block_size},
+                      {"kv_blocks", kv_.num_blocks()},
+                      {"kv_token_capacity", int64_t(kv_.num_blocks()) * kv_.block_size()},
+                      {"kv_cache_dtype", std::string(dtype_name(kv_.dtype()))},
+                      {"kv_cache_bytes", kv_.bytes()},
+                      {"max_step_tokens", knobs_.max_step_tokens},
+                      {"max_running", limits_.max_running},
+                      {"prefix_caching", knobs_.prefix_caching},
+                      {"speculation", knobs_.speculation},
+                      {"num_speculative_tokens", knobs_.speculation == "none" ? 0 : knobs_.num_speculative_tokens},
+                      {"threads_per_replica", threads_}};
+  if (media_encoder_)
+    j["vision"] = {{"image_size", media_encoder_->image_size()},
+                   {"rows_per_view", media_encoder_->grid_side() * media_encoder_->grid_side()},
+                   {"image_token_id", image_token_id_},
+                   {"max_encoder_views", knobs_.max_encoder_views}};
+  return j;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -396,6 +511,17 @@ Status GenerateEngine::check(const serving::Request& r) const {
   if (prompt + 1 > capacity)
     return resource_exhausted("the prompt's " + std::to_string(prompt) + " tokens do not fit in the KV cache (" +
                               std::to_string(capacity) + " tokens)");
+  return check_media(*in);
+}
+
+// The counts of a multimodal prompt (place_media checks its image-token positions).
+Status GenerateEngine::check_media(const GenerateInput& in) const {
+  if (in.media.empty()) return {};
+  if (!media_encoder_)
+    return invalid_argument("this model does not take images or videos (deployment '" + config_.name +
+                            "' serves a text-only model)");
+  for (size_t k = 0; k < in.media.size(); ++k)
+    PRISM_RETURN_IF_ERROR(check_media_item(in.media[k], media_encoder_->image_size(), media_encoder_->grid_side(), k));
   return {};
 }
 
@@ -423,9 +549,27 @@ void GenerateEngine::intake(std::vector<RequestPtr> requests) {
       r->complete(std::move(st));
       continue;
     }
+    const auto* input = static_cast<const GenerateInput*>(r->input.get());
+    PromptMedia media;
+    if (media_encoder_) {
+      // NOTE: also for prompts without media: image-token ids with no rows behind them are refused.
+      Result<PromptMedia> placed = place_media(input->prompt, image_token_id_, input->media);
+      if (!placed.has_value()) {
+        r->complete(placed.status());
+        continue;
+      }
+      media = std::move(placed).value();
+    }
     auto rs = std::make_unique<RequestState>();
     rs->request = std::move(r);
-    rs->input = static_cast<const GenerateInput*>(rs->request->input.get());
+    rs->input = input;
+    if (!input->media.empty()) {
+      rs->media = std::move(media);
+      rs->media_held.assign(input->media.size(), 0);
+      vlm_metrics_->visual_tokens.observe(double(rs->media.num_rows()));
+      for (const MediaItem& item : input->media)
+        if (item.kind == MediaItem::Kind::video) vlm_metrics_->frames.inc(double(item.views->num_views));
+    }
     rs->pending_forks = rs->input->sampling.n - 1;
     std::unique_ptr<Sequence> s = new_sequence(*rs, 0);
     const auto& prompt = rs->input->prompt;
@@ -537,7 +681,8 @@ WaitingView GenerateEngine::waiting_view(Sequence& s) const {
   // NOTE: the last token is always computed (its logits are needed), so at most
   // (num_tokens - 1) / block_size blocks can come from the cache.
   if (s.lookup_hashes.empty())
-    s.lookup_hashes = hash_full_blocks(s.tokens, pool_->block_size(), (v.num_tokens - 1) / pool_->block_size());
+    s.lookup_hashes =
+        hash_full_blocks(s.tokens, pool_->block_size(), (v.num_tokens - 1) / pool_->block_size(), media_seeds(s));
   for (uint64_t h : s.lookup_hashes) {
     const std::optional<int> b = pool_->lookup(h);
     if (!b) break;
@@ -622,12 +767,14 @@ void GenerateEngine::step() {
   const StepPlan plan = plan_step(rviews, wviews, pool_->num_free(), lim);
 
   std::vector<StepItem> items = apply_plan(plan);
+  if (media_encoder_) acquire_media(items);
   if (items.empty()) {
     update_gauges();
     return;
   }
   build_batch(items);
   forward_and_sample(items);
+  if (media_encoder_) release_media_rows();
   emit_and_retire();
   update_gauges();
 }
@@ -655,6 +802,113 @@ std::vector<GenerateEngine::StepItem> GenerateEngine::apply_plan(const StepPlan&
   return items;
 }
 
+// NOTE: an item is needed when one of its rows lies at or after a planned sequence's
+// num_computed (a prefix hit over an image's blocks makes it unneeded: a second turn about the
+// same image neither looks it up nor encodes it).
+std::vector<GenerateEngine::MediaNeed> GenerateEngine::media_needs(std::span<const StepItem> items) const {
+  std::vector<MediaNeed> needs;
+  for (const StepItem& it : items) {
+    RequestState& rs = *it.seq->request;
+    if (it.seq->num_computed >= rs.media.end) continue;
+    for (size_t k = 0; k < rs.media_held.size(); ++k) {
+      if (rs.media_held[k] || rs.media.item_last_position[k] < it.seq->num_computed) continue;
+      if (std::any_of(needs.begin(), needs.end(), [&](const MediaNeed& n) { return n.rs == &rs && n.item == k; }))
+        continue;
+      needs.push_back({&rs, k});
+    }
+  }
+  return needs;
+}
+
+Status GenerateEngine::place_media_rows(const MediaNeed& n, const encode::MediaFeatures& features) {
+  RequestState& rs = *n.rs;
+  const int64_t hidden = decoder_->hidden_size();
+  if (rs.media_rows.empty()) rs.media_rows.assign(size_t(rs.media.num_rows() * hidden), 0.0f);
+  const MediaItem& item = rs.input->media[n.item];
+  const std::span<float> out(rs.media_rows.data() + rs.media.item_first_row[n.item] * hidden,
+                             size_t(item.num_rows * hidden));
+  if (Status st = pool_media_rows(features, item, media_encoder_->grid_side(), out); !st.ok())
+    return invalid_argument("media item " + std::to_string(n.item) + ": " + st.message());
+  rs.media_held[n.item] = 1;
+  return {};
+}
+
+// NOTE: every miss of the step goes into one encoder run (batched across requests); items
+// with the same key are encoded once, counted as encoded by the request that asked first.
+void GenerateEngine::acquire_media(std::vector<StepItem>& items) {
+  const std::vector<MediaNeed> needs = media_needs(items);
+  if (needs.empty()) return;
+  encode::MediaCache& cache = encode::MediaCache::shared();
+  std::vector<std::pair<RequestState*, Status>> failed;
+  auto fail = [&](RequestState* rs, Status st) {
+    for (const auto& f : failed)
+      if (f.first == rs) return;
+    failed.emplace_back(rs, std::move(st));
+  };
+
+  // Cache lookups; the misses grouped by key.
+  std::vector<const media::PixelViews*> missing;
+  std::vector<media::MediaKey> missing_keys;
+  std::vector<std::vector<MediaNeed>> waiting_for;  // per missing item
+  for (const MediaNeed& n : needs) {
+    const MediaItem& item = n.rs->input->media[n.item];
+    vlm_metrics_->cache_lookups.inc();
+    if (encode::MediaFeaturesPtr f = cache.find(encoder_id_, item.key)) {
+      vlm_metrics_->cache_hits.inc();
+      if (Status st = place_media_rows(n, *f); !st.ok()) fail(n.rs, std::move(st));
+      continue;
+    }
+    const auto at = std::find(missing_keys.begin(), missing_keys.end(), item.key);
+    if (at != missing_keys.end()) {
+      waiting_for[size_t(at - missing_keys.begin())].push_back(n);
+      continue;
+    }
+    missing.push_back(item.views.get());
+    missing_keys.push_back(item.key);
+    waiting_for.push_back({n});
+  }
+
+  if (!missing.empty()) {
+    encode::MediaEncodeStats stats;
+    Result<std::vector<encode::MediaFeaturesPtr>> encoded = media_runner_->encode(missing, &stats);
+    if (!encoded.has_value()) {
+      PRISM_LOG_ERROR("deployment {}: {}", config_.name, encoded.status().message());
+      for (const auto& group : waiting_for)
+        for (const MediaNeed& n : group) fail(n.rs, encoded.status());
+    } else {
+      const double per_item = stats.seconds / double(missing.size());
+      for (size_t m = 0; m < missing.size(); ++m) {
+        vlm_metrics_->encoder_seconds.observe(per_item);
+        cache.insert(encoder_id_, missing_keys[m], encoded.value()[m]);
+        ++waiting_for[m].front().rs->encoded_media;
+        for (const MediaNeed& n : waiting_for[m])
+          if (Status st = place_media_rows(n, *encoded.value()[m]); !st.ok()) fail(n.rs, std::move(st));
+      }
+    }
+  }
+  vlm_metrics_->cache_bytes.set(double(cache.stats().bytes));
+
+  if (failed.empty()) return;
+  // NOTE: the failed requests' sequences leave the step before their state is freed.
+  std::erase_if(items, [&](const StepItem& it) {
+    return std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.first == it.seq->request; });
+  });
+  for (const auto& [rs, st] : failed) remove_request(rs, &st);
+}
+
+void GenerateEngine::release_media_rows() {
+  for (auto& rs : requests_) {
+    if (rs->media_rows.empty()) continue;
+    const bool needed = std::any_of(rs->choices.begin(), rs->choices.end(), [&](const auto& s) {
+      return !s->finished && s->num_computed < rs->media.end &&
+             std::find(running_.begin(), running_.end(), s.get()) != running_.end();
+    });
+    if (needed) continue;
+    rs->media_rows = {};
+    std::fill(rs->media_held.begin(), rs->media_held.end(), 0);
+  }
+}
+
 // The flat batch in batch_*_ (host vectors; tensors are made from them in the step's arena).
 // Sets each item's logits row count.
 void GenerateEngine::build_batch(std::vector<StepItem>& items) {
@@ -667,14 +921,25 @@ void GenerateEngine::build_batch(std::vector<StepItem>& items) {
   batch_rows_.clear();
   batch_cu_.assign(1, 0);
   batch_ctx_.clear();
+  batch_media_.clear();
   batch_tables_.assign(items.size() * max_blocks, 0);
   for (size_t i = 0; i < items.size(); ++i) {
     Sequence& s = *items[i].seq;
     const int64_t n = items[i].n;
     const int64_t real = std::min(n, s.num_uncomputed());
+    const RequestState& rs = *s.request;
+    const int64_t hidden = decoder_->hidden_size();
     for (int64_t j = 0; j < n; ++j) {
       const int64_t pos = s.num_computed + j;
-      const int32_t tok = j < real ? s.tokens[size_t(pos)] : s.draft[size_t(j - real)];
+      int32_t tok = j < real ? s.tokens[size_t(pos)] : s.draft[size_t(j - real)];
+      // NOTE: only prompt positions take media rows (row_of covers the prompt); a generated
+      // image token id stays a token.
+      if (pos < rs.media.end && rs.media.row_of[size_t(pos)] >= 0) {
+        PRISM_CHECK(!rs.media_rows.empty());
+        batch_media_.emplace_back(int32_t(batch_tokens_.size()),
+                                  rs.media_rows.data() + rs.media.row_of[size_t(pos)] * hidden);
+        tok = -1;
+      }
       batch_tokens_.push_back(tok);
       batch_positions_.push_back(int32_t(pos));
       batch_slots_.push_back(int32_t(s.blocks[size_t(pos / bs)] * bs + pos % bs));
@@ -706,6 +971,12 @@ void GenerateEngine::forward_and_sample(std::span<const StepItem> items) {
     b.context_lens = Tensor::from<int32_t>(batch_ctx_, {S});
     b.block_tables = Tensor::from<int32_t>(batch_tables_, {S, max_blocks});
     b.logits_rows = Tensor::from<int32_t>(batch_rows_, {int64_t(batch_rows_.size())});
+    if (!batch_media_.empty()) {
+      const int64_t hidden = decoder_->hidden_size();
+      b.input_embeddings = Tensor::zeros({T, hidden}, DType::f32);
+      float* dst = b.input_embeddings.data<float>();
+      for (const auto& [row, src] : batch_media_) std::copy(src, src + hidden, dst + row * hidden);
+    }
     Tensor logits;
     std::string error;
     try {
@@ -874,7 +1145,10 @@ void GenerateEngine::publish_full_blocks(Sequence& s) {
   // NOTE: only blocks whose every position is below num_computed hold final tokens' K/V.
   while (int64_t(s.num_published + 1) * bs <= s.num_computed && size_t(s.num_published) < s.blocks.size()) {
     const size_t start = size_t(s.num_published) * size_t(bs);
-    s.last_hash = hash_block(s.last_hash, std::span<const int32_t>(s.tokens).subspan(start, size_t(bs)));
+    const std::span<const uint64_t> seeds = media_seeds(s);
+    s.last_hash = hash_block(s.last_hash, std::span<const int32_t>(s.tokens).subspan(start, size_t(bs)),
+                             start < seeds.size() ? seeds.subspan(start, std::min(seeds.size() - start, size_t(bs)))
+                                                  : std::span<const uint64_t>());
     pool_->publish(s.blocks[size_t(s.num_published)], s.last_hash);
     ++s.num_published;
   }
@@ -917,6 +1191,7 @@ void GenerateEngine::complete(RequestState& rs) {
   auto out = std::make_unique<GenerateOutput>();
   out->prompt_tokens = int64_t(rs.input->prompt.size());
   out->cached_prompt_tokens = rs.cached_prompt_tokens;
+  out->encoded_media = rs.encoded_media;
   for (auto& s : rs.choices) {
     out->completion_tokens += s->num_generated;
     out->choices.push_back(std::move(s->output));
@@ -931,12 +1206,13 @@ void GenerateEngine::complete(RequestState& rs) {
 
 }  // namespace
 
-serving::EngineFactory generate_engine_factory(DecoderLoader loader) {
-  return [loader](const serving::EngineContext& context) -> Result<std::unique_ptr<serving::Engine>> {
+serving::EngineFactory generate_engine_factory(DecoderLoader loader, MediaEncoderLoader media_loader) {
+  return [loader, media_loader](const serving::EngineContext& context) -> Result<std::unique_ptr<serving::Engine>> {
     auto frontend = std::dynamic_pointer_cast<const GenerateFrontend>(context.frontend);
     if (frontend == nullptr) return internal_error("a generate deployment needs its GenerateFrontend");
     if (!loader) return internal_error("a generate deployment needs a decoder loader");
-    return std::unique_ptr<serving::Engine>(std::make_unique<GenerateEngine>(context, std::move(frontend), loader));
+    return std::unique_ptr<serving::Engine>(
+        std::make_unique<GenerateEngine>(context, std::move(frontend), loader, media_loader));
   };
 }
 

@@ -1,6 +1,7 @@
-// engines/generate/generate_engine_factory.h: the generate engine's factory over an injected
-// decoder loader, so tests (a fake decoder) and future tasks (the LM of a VLM) build the same
-// engine. register_generate_engine (generate_engine.h) passes models::load_llama.
+// engines/generate/generate_engine_factory.h: the generate engine's factory over injected
+// loaders (the decoder; for vision-language models, the media encoder), so tests (fakes) and
+// the real families build the same engine. register_generate_engine (generate_engine.h)
+// passes models::load_llama / models::load_vlm_language_model and load_vlm_media_encoder.
 #pragma once
 
 #include <functional>
@@ -8,6 +9,7 @@
 
 #include "base/status.h"
 #include "models/decoder.h"
+#include "models/media_encoder.h"
 #include "runtime/ops.h"
 #include "serving/config.h"
 #include "serving/engine.h"
@@ -18,9 +20,14 @@ namespace prism::engines::generate {
 using DecoderLoader = std::function<Result<std::unique_ptr<models::Decoder>>(const serving::DeploymentConfig& config,
                                                                              ops::Precision precision)>;
 
+// Builds a replica's media encoder (the vision tower and projector of a VLM).
+using MediaEncoderLoader = std::function<Result<std::unique_ptr<models::MediaEncoder>>(
+    const serving::DeploymentConfig& config, ops::Precision precision)>;
+
 // Engine factory for "chat" deployments over `loader`; the context's frontend must be a
-// GenerateFrontend.
-serving::EngineFactory generate_engine_factory(DecoderLoader loader);
+// GenerateFrontend. The engine calls media_loader only when the frontend has a vision()
+// processor (a VLM), and then needs one.
+serving::EngineFactory generate_engine_factory(DecoderLoader loader, MediaEncoderLoader media_loader = {});
 // The frontend factory: GenerateFrontend::load(config).
 serving::FrontendFactory generate_frontend_factory();
 

@@ -1,6 +1,8 @@
 // engines/generate/kv_block_pool.cpp: free list, ref counts, the prefix-cache map and its LRU.
 #include "engines/generate/kv_block_pool.h"
 
+#include <algorithm>
+
 #include <xxhash.h>
 
 #include "base/check.h"
@@ -11,12 +13,27 @@ uint64_t hash_block(uint64_t parent_hash, std::span<const int32_t> tokens) {
   return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent_hash);
 }
 
-std::vector<uint64_t> hash_full_blocks(std::span<const int32_t> tokens, int block_size, int64_t max_blocks) {
+uint64_t hash_block(uint64_t parent_hash, std::span<const int32_t> tokens, std::span<const uint64_t> seeds) {
+  const uint64_t text = hash_block(parent_hash, tokens);
+  seeds = seeds.first(std::min(seeds.size(), tokens.size()));
+  if (std::all_of(seeds.begin(), seeds.end(), [](uint64_t s) { return s == 0; })) return text;
+  // Zeros included: the seeds' positions within the block are part of what is hashed.
+  if (seeds.size() == tokens.size()) return XXH3_64bits_withSeed(seeds.data(), seeds.size_bytes(), text);
+  std::vector<uint64_t> padded(tokens.size(), 0);  // a prompt's seeds ending inside the block
+  std::copy(seeds.begin(), seeds.end(), padded.begin());
+  return XXH3_64bits_withSeed(padded.data(), padded.size() * sizeof(uint64_t), text);
+}
+
+std::vector<uint64_t> hash_full_blocks(std::span<const int32_t> tokens, int block_size, int64_t max_blocks,
+                                       std::span<const uint64_t> seeds) {
   std::vector<uint64_t> hashes;
   uint64_t parent = kRootBlockHash;
   for (size_t start = 0; start + size_t(block_size) <= tokens.size() && int64_t(hashes.size()) < max_blocks;
        start += size_t(block_size)) {
-    parent = hash_block(parent, tokens.subspan(start, size_t(block_size)));
+    const std::span<const uint64_t> block_seeds =
+        start < seeds.size() ? seeds.subspan(start, std::min(seeds.size() - start, size_t(block_size)))
+                             : std::span<const uint64_t>();
+    parent = hash_block(parent, tokens.subspan(start, size_t(block_size)), block_seeds);
     hashes.push_back(parent);
   }
   return hashes;

@@ -21,10 +21,17 @@ inline constexpr uint64_t kRootBlockHash = 0x9e3779b97f4a7c15ull;
 
 // XXH3-64 of a block's token ids seeded with its parent's hash.
 uint64_t hash_block(uint64_t parent_hash, std::span<const int32_t> tokens);
+// The same, also covering the media seeds of the block's positions (seeds[i] for tokens[i]; 0
+// for a text position; shorter than tokens or empty: the rest are 0). A block whose seeds are
+// all 0 hashes as text alone, so text-only prompts keep their hashes.
+// NOTE: a visual position's seed names the media item, its pooling and the row it holds, so
+// identical placeholder ids in front of different images never share a block (isolation).
+uint64_t hash_block(uint64_t parent_hash, std::span<const int32_t> tokens, std::span<const uint64_t> seeds);
 
 // The hashes of the full blocks of `tokens` (block i covers tokens [i·bs, (i+1)·bs)), at most
-// max_blocks of them.
-std::vector<uint64_t> hash_full_blocks(std::span<const int32_t> tokens, int block_size, int64_t max_blocks);
+// max_blocks of them; `seeds` as for hash_block (per position of tokens, may be shorter).
+std::vector<uint64_t> hash_full_blocks(std::span<const int32_t> tokens, int block_size, int64_t max_blocks,
+                                       std::span<const uint64_t> seeds = {});
 
 class KvBlockPool {
  public:

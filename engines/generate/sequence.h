@@ -15,6 +15,7 @@
 #include "engines/generate/detokenizer.h"
 #include "engines/generate/generate_payload.h"
 #include "engines/generate/kv_block_pool.h"
+#include "engines/generate/media_rows.h"
 #include "engines/generate/sampler.h"
 #include "serving/request.h"
 
@@ -56,8 +57,16 @@ struct RequestState {
   int pending_forks = 0;                 // choices still to fork from choice 0
   int num_finished = 0;
   int64_t cached_prompt_tokens = 0;
-  bool scheduled = false;                // first scheduled (queue time observed)
-  bool first_token = false;              // first token produced (TTFT observed)
+  // Multimodal prompts: where the media rows go and their prefix-cache seeds (empty for text).
+  // NOTE: media_rows holds the rows of the items flagged in media_held, only while a running
+  // choice still has visual positions to prefill; a recomputation after preemption takes
+  // them again (media cache, else the encoder).
+  PromptMedia media;
+  std::vector<float> media_rows;  // [media.num_rows(), hidden] f32, or empty
+  std::vector<char> media_held;   // per item
+  int64_t encoded_media = 0;      // items the encoder ran for on behalf of this request
+  bool scheduled = false;         // first scheduled (queue time observed)
+  bool first_token = false;       // first token produced (TTFT observed)
 };
 
 }  // namespace prism::engines::generate

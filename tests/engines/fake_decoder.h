@@ -2,17 +2,21 @@
 // cache the engine hands it (it writes each token's id into its K slot and its position into
 // its V slot, then reads every logits row's whole context back through the block table), so
 // a wrong block table, slot, position, chunk boundary or prefix-cache hit changes the output;
-// its logits peak on a known function of that context. Also a gate that holds forward calls,
+// its logits peak on a known function of that context. A row given by input_embeddings (token
+// id -1: a media row) is cached as -media_row_code(row), so the context, and the output,
+// depend on the exact rows the engine spliced in. Also a gate that holds forward calls,
 // a log of what the decoder computed, and a writer of small model directories (config.json +
 // the real GPT-2 tokenizer from ../shared/testdata).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -59,6 +63,18 @@ inline std::vector<int32_t> expected_continuation(std::vector<int32_t> prompt, i
   return out;
 }
 
+// What a media row becomes in the fake's context: a hash of its exact f32 bits in [1, 2^20]
+// (cached negated, so it never equals a token id).
+inline int32_t media_row_code(std::span<const float> row) {
+  uint64_t h = 1469598103934665603ull;
+  for (float x : row) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  return int32_t(1 + (h >> 20) % (1u << 20));
+}
+
 // What the fake computed, shared with the test thread.
 struct DecodeStats {
   std::atomic<int64_t> forwards{0};
@@ -66,6 +82,8 @@ struct DecodeStats {
   std::atomic<int64_t> max_seqs{0};      // most sequences in one forward
   std::atomic<int64_t> max_tokens{0};    // most tokens in one forward
   std::atomic<int64_t> logits_rows{0};
+  std::mutex mu;
+  std::vector<std::vector<float>> media_rows;  // every input_embeddings row used, in computation order
 };
 
 class FakeDecoder final : public models::Decoder {
@@ -76,7 +94,8 @@ class FakeDecoder final : public models::Decoder {
     NextTokenFn next = hashed_next_token;
     std::shared_ptr<DecodeStats> stats;
     std::shared_ptr<CallGate> gate;
-    int32_t poison_token = -1;  // a forward over this id throws (a failing model)
+    int32_t poison_token = -1;  // a forward over this id (>= 0) throws (a failing model)
+    int64_t vocab = kFakeVocab;
   };
   explicit FakeDecoder(Options o) : o_(std::move(o)) {
     if (!o_.next) o_.next = hashed_next_token;
@@ -94,8 +113,23 @@ class FakeDecoder final : public models::Decoder {
     const int32_t* rows = b.logits_rows.data<int32_t>();
     const int64_t N = b.logits_rows.size(0), max_blocks = b.block_tables.size(1);
     for (int64_t t = 0; t < T; ++t)
-      if (ids[t] == o_.poison_token) throw std::runtime_error("fake decoder: poisoned token");
+      if (o_.poison_token >= 0 && ids[t] == o_.poison_token) throw std::runtime_error("fake decoder: poisoned token");
     if (int64_t(kv.size()) != o_.num_layers) throw std::runtime_error("fake decoder: wrong number of KV layers");
+    // Token ids, or the codes of the media rows where the id is -1.
+    std::vector<float> keys(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      keys[size_t(t)] = float(ids[t]);
+      if (ids[t] >= 0) continue;
+      if (ids[t] != -1 || !b.input_embeddings.defined() || b.input_embeddings.dim() != 2 ||
+          b.input_embeddings.size(0) != T || b.input_embeddings.size(1) != hidden_size())
+        throw std::runtime_error("fake decoder: token -1 without an input_embeddings row");
+      const std::span<const float> row(b.input_embeddings.data<float>() + t * hidden_size(), size_t(hidden_size()));
+      keys[size_t(t)] = -float(media_row_code(row));
+      if (o_.stats) {
+        std::lock_guard lock(o_.stats->mu);
+        o_.stats->media_rows.emplace_back(row.begin(), row.end());
+      }
+    }
     const int64_t bs = kv[0].k.size(1), num_slots = kv[0].k.size(0) * bs;
     for (const models::KvLayer& l : kv) {
       float* k = l.k.data<float>();
@@ -103,11 +137,12 @@ class FakeDecoder final : public models::Decoder {
       for (int64_t t = 0; t < T; ++t) {
         if (slots[t] < 0) continue;
         if (slots[t] >= num_slots) throw std::runtime_error("fake decoder: slot out of range");
-        k[slots[t]] = float(ids[t]);
+        k[slots[t]] = keys[size_t(t)];
         v[slots[t]] = float(pos[t]);
       }
     }
-    Tensor logits = Tensor::zeros({N, kFakeVocab}, DType::f32);
+    const int64_t V = o_.vocab;
+    Tensor logits = Tensor::zeros({N, V}, DType::f32);
     const float* k = kv.back().k.data<float>();
     const float* v = kv.back().v.data<float>();
     std::vector<int32_t> context;
@@ -129,8 +164,8 @@ class FakeDecoder final : public models::Decoder {
       }
       // The next token at 10, and the id after it at 9 (what top_k = 2 sampling picks from).
       const int32_t next = o_.next(context);
-      logits.data<float>()[r * kFakeVocab + next] = 10.0f;
-      if (next + 1 < kFakeVocab) logits.data<float>()[r * kFakeVocab + next + 1] = 9.0f;
+      logits.data<float>()[r * V + next] = 10.0f;
+      if (next + 1 < V) logits.data<float>()[r * V + next + 1] = 9.0f;
     }
     if (o_.stats) {
       ++o_.stats->forwards;
@@ -147,7 +182,7 @@ class FakeDecoder final : public models::Decoder {
     return Tensor::zeros({token_ids.size(0), hidden_size()}, DType::f32);
   }
   models::KvSpec kv_spec() const override { return {o_.num_layers, 1, 1}; }
-  int64_t vocab_size() const override { return kFakeVocab; }
+  int64_t vocab_size() const override { return o_.vocab; }
   int64_t hidden_size() const override { return 8; }
   int64_t max_context() const override { return o_.max_context; }
   int64_t weight_bytes() const override { return 1000; }
