@@ -113,6 +113,14 @@ json language_model_config(const json& config) {
   json lm = *it;
   for (const char* key : {"vocab_size", "max_position_embeddings", "eos_token_id"})
     if (!lm.contains(key) && config.contains(key)) lm[key] = config[key];
+  // Keys at their transformers default are left out of a text_config (llava-1.5's has six):
+  // the context length is then the text model's default.
+  if (!lm.contains("max_position_embeddings")) {
+    const std::string type = lm.value("model_type", "llama");
+    if (type == "llama") lm["max_position_embeddings"] = 2048;
+    else if (type == "mistral") lm["max_position_embeddings"] = 4096 * 32;
+    else if (type == "qwen2") lm["max_position_embeddings"] = 32768;
+  }
   return lm;
 }
 
