@@ -8,7 +8,9 @@
 #include <system_error>
 
 #include "app/demo_chat.h"
+#include "app/demo_clip.h"
 #include "app/demo_embed.h"
+#include "app/demo_vlm.h"
 
 namespace prism::app {
 
@@ -30,6 +32,8 @@ constexpr DemoModel kDemoModels[] = {
     {"echo", "echo", write_echo, ""},
     {"demo-embed", "embed", write_demo_embed, ""},
     {"demo-chat", "chat", write_demo_chat, kDemoChatToml},
+    {"demo-vlm", "chat", write_demo_vlm, kDemoVlmToml},
+    {"demo-clip", "embed", write_demo_clip, ""},
 };
 
 // TOML basic string: quotes and backslashes escaped (paths may hold either).

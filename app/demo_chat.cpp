@@ -110,6 +110,12 @@ struct Vocabulary {
   std::vector<std::string> tokens;  // in id order, byte-level alphabet (space is "Ġ")
   std::vector<TokenKind> kinds;
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
+  // Added special tokens past the BPE vocabulary (demos built on this one): ids from
+  // tokens.size() on, in order; embedded as special tokens.
+  std::vector<std::string> added;
+
+  int64_t size() const { return static_cast<int64_t>(tokens.size() + added.size()); }
+  TokenKind kind(int64_t id) const { return id < static_cast<int64_t>(kinds.size()) ? kinds[id] : TokenKind::special; }
 };
 
 // The vocabulary: specials, the 256 byte tokens, then one merge per new prefix of each word
@@ -170,6 +176,8 @@ ordered_json tokenizer_json(const Vocabulary& v) {
   for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
   ordered_json added = ordered_json::array();
   for (int i = 0; i < static_cast<int>(std::size(kSpecials)); ++i) added.push_back(special_token(kSpecials[i], i));
+  for (size_t i = 0; i < v.added.size(); ++i)
+    added.push_back(special_token(v.added[i], static_cast<int>(v.tokens.size() + i)));
   const ordered_json byte_level = {
       {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   return {{"version", "1.0"},
@@ -288,11 +296,11 @@ class Random {
 // [vocab, kHidden]: readability in dimension kReadable, the rest uniform; tiny for special
 // tokens and unprintable bytes.
 Tensor embedding(const Vocabulary& v, Random& r) {
-  const auto vocab_size = static_cast<int64_t>(v.tokens.size());
+  const int64_t vocab_size = v.size();
   Tensor t = Tensor::empty({vocab_size, kHidden}, DType::f32);
   float* p = t.data<float>();
   for (int64_t id = 0; id < vocab_size; ++id) {
-    const TokenKind kind = v.kinds[id];
+    const TokenKind kind = v.kind(id);
     const bool printable = kind == TokenKind::piece || kind == TokenKind::word;
     float* row = p + id * kHidden;
     for (int64_t d = 0; d < kHidden; ++d) row[d] = r.symmetric(printable ? 1.0f : 0.02f);
@@ -306,13 +314,14 @@ void zero_row(Tensor& w, int64_t row) {
   for (int64_t i = 0; i < w.shape()[1]; ++i) p[i] = 0.0f;
 }
 
-// LlamaForCausalLM's tensors under their Hugging Face names (tied: no lm_head.weight).
-std::vector<std::pair<std::string, Tensor>> llama_weights(const Vocabulary& v) {
+// LlamaForCausalLM's tensors under their Hugging Face names, "model." replaced by `prefix`
+// (tied: no lm_head.weight).
+std::vector<std::pair<std::string, Tensor>> llama_weights(const Vocabulary& v, const std::string& prefix) {
   Random r(kSeed);
   std::vector<std::pair<std::string, Tensor>> t;
-  t.emplace_back("model.embed_tokens.weight", embedding(v, r));
+  t.emplace_back(prefix + "embed_tokens.weight", embedding(v, r));
   for (int64_t l = 0; l < kLayers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string p = prefix + "layers." + std::to_string(l) + ".";
     t.emplace_back(p + "input_layernorm.weight", r.layer_norm());
     t.emplace_back(p + "self_attn.q_proj.weight", r.linear(kHeads * kHeadDim, kHidden));
     t.emplace_back(p + "self_attn.k_proj.weight", r.linear(kKvHeads * kHeadDim, kHidden));
@@ -332,7 +341,7 @@ std::vector<std::pair<std::string, Tensor>> llama_weights(const Vocabulary& v) {
   float* n = norm.data<float>();
   for (int64_t i = 0; i < kHidden; ++i) n[i] = r.uniform() < 0.5f ? -kFinalNormOther : kFinalNormOther;
   n[kReadable] = kFinalNormReadable;
-  t.emplace_back("model.norm.weight", std::move(norm));
+  t.emplace_back(prefix + "norm.weight", std::move(norm));
   return t;
 }
 
@@ -340,13 +349,24 @@ Status write_json(const fs::path& path, const ordered_json& j) { return write_fi
 
 }  // namespace
 
+DemoLanguageModel demo_language_model(const std::vector<std::string>& added_specials, const std::string& prefix) {
+  Vocabulary v = demo_vocabulary();
+  v.added = added_specials;
+  DemoLanguageModel lm;
+  lm.vocab_size = v.size();
+  lm.tokenizer = tokenizer_json(v);
+  lm.config = llama_config(lm.vocab_size);
+  lm.weights = llama_weights(v, prefix);
+  return lm;
+}
+
 Status write_demo_chat(const fs::path& dir) {
   const Vocabulary v = demo_vocabulary();
-  const auto vocab_size = static_cast<int64_t>(v.tokens.size());
+  const int64_t vocab_size = v.size();
   PRISM_RETURN_IF_ERROR(write_json(dir / "config.json", llama_config(vocab_size)));
   PRISM_RETURN_IF_ERROR(write_json(dir / "generation_config.json", generation_config()));
   PRISM_RETURN_IF_ERROR(
-      formats::write_safetensors((dir / "model.safetensors").string(), llama_weights(v), {{"format", "pt"}}));
+      formats::write_safetensors((dir / "model.safetensors").string(), llama_weights(v, "model."), {{"format", "pt"}}));
   PRISM_RETURN_IF_ERROR(write_json(dir / "tokenizer.json", tokenizer_json(v)));
   PRISM_RETURN_IF_ERROR(write_json(dir / "tokenizer_config.json", tokenizer_config()));
   return write_file((dir / "README.txt").string(),

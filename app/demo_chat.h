@@ -7,14 +7,35 @@
 // (temperature 1) end after a few hundred tokens on average.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "runtime/tensor.h"
 
 namespace prism::app {
 
 // Writes the checkpoint into dir (an empty folder). Same bytes on every run and machine.
 Status write_demo_chat(const std::filesystem::path& dir);
+
+// demo-chat's language model, for demos built on it (demo-vlm): its byte-level BPE with
+// `added_specials` appended as added special tokens (ids from the BPE vocabulary's size on, in
+// order; embedded as special tokens, so the babble stays readable), and the Llama for that
+// vocabulary. Same values on every run.
+struct DemoLanguageModel {
+  nlohmann::ordered_json tokenizer;  // tokenizer.json
+  nlohmann::ordered_json config;     // LlamaForCausalLM's config.json keys (a VLM's text_config)
+  // The Llama's tensors, LlamaForCausalLM's names with "model." replaced by the prefix asked
+  // for; the LM head is tied (no lm_head.weight).
+  std::vector<std::pair<std::string, Tensor>> weights;
+  int64_t vocab_size = 0;  // added tokens included
+};
+DemoLanguageModel demo_language_model(const std::vector<std::string>& added_specials, const std::string& prefix);
 
 // The [[deployment]] lines of demo-chat in the demo prism.toml: small KV knobs.
 inline constexpr const char* kDemoChatToml =
