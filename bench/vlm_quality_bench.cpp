@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engines/encode/media_cache.h"
+#include "engines/encode/media_encode.h"
 #include "engines/generate/generate_frontend.h"
 #include "engines/generate/kv_cache.h"
 #include "engines/generate/media_rows.h"
@@ -234,8 +235,10 @@ std::vector<double> log_softmax(const std::vector<float>& logits) {
 int32_t argmax(const std::vector<float>& v) { return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 struct Answer {
-  std::vector<int32_t> tokens;              // free-run greedy
-  std::vector<std::vector<double>> forced;  // teacher-forced log-probs at each answer position
+  std::vector<int32_t> tokens;  // free-run greedy
+  // Log-probs at each answer position: teacher-forced on the tokens run() was given, else
+  // along the free run's own tokens (the same thing for the full representation).
+  std::vector<std::vector<double>> forced;
   int64_t visual_tokens = 0;
 };
 
@@ -256,7 +259,8 @@ class Runner {
 
   const gen::VisionProcessor& processor() const { return *frontend_->vision(); }
 
-  // The answer to the question about `media`; with `forced`, the log-probs along those tokens.
+  // The answer to the question about `media`, with the log-probs along `forced` (null: along
+  // the answer itself).
   Answer run(const gen::PreparedMedia& media, const std::vector<int32_t>* forced) {
     prism::text::ChatRequest chat;
     chat.add_generation_prompt = true;
@@ -279,6 +283,7 @@ class Runner {
       Sequence s(*lm_, max_len, kv_dtype_);
       std::vector<float> logits = s.step(prompt, placed.row_of, rows);
       for (int i = 0; i < tokens_; ++i) {
+        if (forced == nullptr) a.forced.push_back(log_softmax(logits));
         a.tokens.push_back(argmax(logits));
         logits = s.step({a.tokens.back()}, {}, rows);
       }
@@ -295,17 +300,13 @@ class Runner {
   }
 
  private:
-  // The item's rows: the encoder over its views, pooled as the engine pools.
+  // The item's rows: the encoder over its views, pooled, as the engine gets them.
   Tensor encode(const gen::MediaItem& item) {
-    const prism::media::PixelViews& v = *item.views;
-    const Tensor pixels = Tensor::from<float>(v.values, {v.num_views, 3, v.side, v.side});
-    const Tensor out = encoder_->encode(pixels);
-    prism::engines::encode::MediaFeatures features;
-    features.rows = out.shape()[0];
-    features.cols = out.shape()[1];
-    features.values.assign(out.data<float>(), out.data<float>() + out.numel());
-    Tensor rows = Tensor::zeros({item.num_rows, features.cols}, prism::DType::f32);
-    const prism::Status s = gen::pool_media_rows(features, item, encoder_->grid_side(),
+    prism::engines::encode::MediaEncodeRunner runner(*encoder_, 8);
+    const prism::media::PixelViews* views[] = {item.views.get()};
+    const prism::engines::encode::MediaFeaturesPtr features = value_or_die(runner.encode(views), "encoding").front();
+    Tensor rows = Tensor::zeros({item.num_rows, features->cols}, prism::DType::f32);
+    const prism::Status s = gen::pool_media_rows(*features, item, encoder_->grid_side(),
                                                  {rows.data<float>(), size_t(rows.numel())});
     if (!s.ok()) die("pooling: " + s.message());
     return rows;
@@ -415,12 +416,10 @@ int main(int argc, char** argv) {
   std::vector<Figures> image_figures(image_settings.size());
   for (const auto& [name, image] : image_set()) {
     const gen::PreparedMedia ref = value_or_die(proc.prepare_image(image, full), name);
-    const Answer full_answer = runner.run(ref, nullptr);
-    Answer full_forced = runner.run(ref, &full_answer.tokens);
-    full_forced.tokens = full_answer.tokens;
+    const Answer full = runner.run(ref, nullptr);
     for (size_t s = 0; s < image_settings.size(); ++s) {
       const gen::PreparedMedia m = value_or_die(proc.prepare_image(image, image_settings[s].second), name);
-      image_figures[s].add(full_forced, runner.run(m, &full_answer.tokens));
+      image_figures[s].add(full, runner.run(m, &full.tokens));
     }
   }
   print_header("images (6 synthetic images; full = the processor's own representation)");
@@ -456,13 +455,11 @@ int main(int argc, char** argv) {
   for (unsigned clip = 1; clip <= 2; ++clip) {
     const std::vector<prism::media::Image> frames = clip_frames(clip);
     const gen::PreparedMedia ref = value_or_die(proc.prepare_video(sample_clip(frames, vfull.video), vfull), "clip");
-    const Answer full_answer = runner.run(ref, nullptr);
-    Answer full_forced = runner.run(ref, &full_answer.tokens);
-    full_forced.tokens = full_answer.tokens;
+    const Answer full = runner.run(ref, nullptr);
     for (size_t s = 0; s < video_settings.size(); ++s) {
       const gen::VisualBudget& b = video_settings[s].second;
       const gen::PreparedMedia m = value_or_die(proc.prepare_video(sample_clip(frames, b.video), b), "clip");
-      video_figures[s].add(full_forced, runner.run(m, &full_answer.tokens));
+      video_figures[s].add(full, runner.run(m, &full.tokens));
     }
   }
   print_header("video (2 synthetic 4-s clips; full = 8 frames at 2 fps, unpooled)");
