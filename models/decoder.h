@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
+#include "models/speech_encoder.h"
 #include "runtime/tensor.h"
 
 namespace prism::models {
@@ -42,6 +44,9 @@ struct DecoderBatch {
   Tensor block_tables;      // [S, max_blocks] i32 (unused entries: any value)
   Tensor context_lens;      // [S] i32: tokens in the cache after this step's are written
   Tensor logits_rows;       // [N] i32: rows of T whose next-token logits are wanted, ascending
+  // Encoder-decoder models (Whisper): sequence s cross-attends cross[s] (its segment's
+  // memory, models/speech_encoder.h). Empty for decoder-only models.
+  std::vector<const CrossKv*> cross;
 };
 
 class Decoder {

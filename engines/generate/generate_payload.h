@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engines/generate/logits_processor.h"
 #include "engines/generate/sampling_params.h"
 #include "media/image_preprocess.h"
 #include "media/media_key.h"
@@ -35,10 +36,25 @@ struct MediaItem {
   int64_t num_rows = 0;   // rows it contributes: ceil(views / t) × (grid_side / p)²
 };
 
+// One audio segment of an encoder-decoder speech model (Whisper): its log-mel features,
+// which the engine encodes once (SpeechEncoder) when the request is admitted. Shared and
+// immutable: a re-run of the same chunk at another temperature passes the same features.
+// NOTE: frames may be fewer than the encoder's 3000 (an even count): live partials encode
+// only their window (whisper.cpp's audio_ctx), and the memory has frames / 2 positions.
+struct AudioSegment {
+  std::shared_ptr<const std::vector<float>> features;  // [num_mel_bins, frames] f32
+  int64_t frames = 3000;
+};
+
 struct GenerateInput final : serving::Payload {
   std::vector<int32_t> prompt;  // token ids, special tokens included; checked by GenerateFrontend
   SamplingParams sampling;
   std::vector<MediaItem> media;  // VLM prompts: in prompt order; rows = the image-token positions
+  // Speech prompts: every choice cross-attends this segment. Its K/V never enter (nor come
+  // from) the prefix cache: the same prompt ids over other audio are another context.
+  std::optional<AudioSegment> audio;
+  // Optional per-choice logit rules (logits_processor.h); empty for plain LLM requests.
+  LogitsProcessorFactory logits_processor;
 };
 
 // Why a choice ended. OpenAI's finish_reason strings: "stop" (an end-of-sequence token, a

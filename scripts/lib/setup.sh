@@ -13,7 +13,8 @@ PRISM_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpng-dev libjpeg-dev libwebp-dev libgif-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
   libssl-dev openssl
-  python3 python3-torch python3-numpy python3-jinja2 python3-pil
+  libsndfile1-dev libsoxr-dev libfftw3-dev libswresample-dev libonnx-dev libprotobuf-dev protobuf-compiler
+  python3 python3-torch python3-numpy python3-jinja2 python3-pil python3-scipy python3-onnx
 )
 
 prism_install_packages() {

@@ -1,0 +1,118 @@
+// engines/generate/speech_processor.h: what a Whisper deployment does around its decoder, as
+// openai/whisper's decoding.py and transformers' WhisperForConditionalGeneration.generate do:
+// the special tokens (<|startoftranscript|>, languages, <|transcribe|> / <|translate|>,
+// <|notimestamps|>, <|startofprev|>, <|nospeech|>, timestamps <|0.00|> .. <|30.00|> every
+// 0.02 s), the decoder prompt, the logit rules (suppress_tokens and begin_suppress_tokens from
+// generation_config.json, Whisper's timestamp rules, language detection among the language
+// tokens, the no-speech probability at the start-of-transcript position) and the parsing of a
+// decoded token list into timed segments. Timestamp tokens are found by text ("<|0.00|>") in
+// the tokenizer, else counted from <|notimestamps|> + 1 (older tokenizer.json files).
+// Shared read-only by the api's threads and the engine; holds no tensors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "engines/generate/logits_processor.h"
+#include "text/tokenizer.h"
+
+namespace prism::engines::generate {
+
+enum class SpeechTask : uint8_t { transcribe, translate };
+
+// One segment decode: the prompt and the rules.
+struct SpeechDecodeOptions {
+  SpeechTask task = SpeechTask::transcribe;
+  std::optional<std::string> language;  // ISO code ("en", "fr", ...); none: detected
+  bool timestamps = true;               // false: <|notimestamps|> and no timestamp tokens
+  // Text tokens (no specials) conditioning the decode: <|startofprev|> + the last
+  // (max_target_positions / 2 - 1) of them before <|startoftranscript|> (the OpenAI `prompt`,
+  // or the previous chunk's text in sequential decoding).
+  std::vector<int32_t> previous;
+  // Timestamps may not exceed this in the segment (seconds of real audio in it), nor the
+  // first timestamp max_initial_timestamp (1.0 s, generation_config's index 50).
+  double segment_seconds = 30.0;
+};
+
+// What the rules saw while decoding one choice; written on the engine thread, read by the
+// caller after the request completed.
+struct SpeechObservation {
+  float no_speech_prob = 0.0f;  // softmax at the <|startoftranscript|> position, <|nospeech|>
+  std::string language;         // the language token picked (given or detected), e.g. "en"
+  float language_prob = 0.0f;   // its probability among the language tokens when detected
+};
+
+// A decoded segment of a chunk, times relative to the chunk's start.
+struct TimedText {
+  double start = 0, end = 0;
+  std::string text;
+  std::vector<int32_t> tokens;  // text tokens with their timestamp tokens
+};
+
+class SpeechProcessor {
+ public:
+  // model_dir: config.json (model_type "whisper", num_mel_bins, max_target_positions,
+  // decoder_start_token_id), generation_config.json (suppress_tokens, begin_suppress_tokens,
+  // lang_to_id, task_to_id, no_timestamps_token_id, max_initial_timestamp_index,
+  // is_multilingual) when present, the tokenizer's added tokens. invalid_argument naming what
+  // is missing (an English-only model has no language tokens: only "en" is accepted).
+  static Result<std::unique_ptr<const SpeechProcessor>> load(const std::string& model_dir,
+                                                             const text::Tokenizer& tokenizer);
+
+  int num_mel_bins() const { return num_mel_bins_; }
+  int max_target_positions() const { return max_target_positions_; }
+  bool multilingual() const { return multilingual_; }
+  // invalid_argument naming the code when the model has no such language ("xx" or, for an
+  // English-only model, anything but "en"). Accepts codes ("en") and names ("english").
+  Result<std::string> check_language(std::string_view language) const;
+
+  // [<|startofprev|> previous...] <|startoftranscript|> [<|lang|> <|task|> [<|notimestamps|>]]
+  // — the language and task only when the language is known (else detected at the first
+  // step and the task forced at the second, by the rules).
+  std::vector<int32_t> prompt(const SpeechDecodeOptions& options) const;
+  // Tokens the generated part may hold at most: max_target_positions / 2 (224 for real models).
+  int max_new_tokens() const { return max_target_positions_ / 2; }
+
+  // The per-choice rules for a decode with this prompt; each processor writes its choice's
+  // observation into observations[choice] (the vector must have n entries and outlive the
+  // request).
+  LogitsProcessorFactory rules(const SpeechDecodeOptions& options,
+                               std::shared_ptr<std::vector<SpeechObservation>> observations) const;
+
+  // A decoded choice (generated tokens, end-of-text excluded) → its segments: consecutive
+  // timestamp pairs delimit segments; a trailing text without a closing timestamp ends at
+  // segment_seconds; without timestamps the whole text is one segment [0, segment_seconds).
+  // Language/task tokens forced at the start are skipped.
+  std::vector<TimedText> segments(std::span<const int32_t> generated, double segment_seconds) const;
+  // Text tokens only (timestamps and specials dropped), decoded.
+  std::string text(std::span<const int32_t> generated) const;
+  // Text → tokens without specials (the OpenAI `prompt` field).
+  std::vector<int32_t> encode_text(std::string_view text) const;
+
+  int32_t eot() const { return eot_; }
+  int32_t sot() const { return sot_; }
+  int32_t no_timestamps() const { return no_timestamps_; }
+  int32_t timestamp_begin() const { return timestamp_begin_; }
+  int32_t no_speech() const { return no_speech_; }
+  std::optional<int32_t> language_token(std::string_view code) const;
+
+ private:
+  SpeechProcessor() = default;
+  const text::Tokenizer* tokenizer_ = nullptr;  // the frontend's; outlives this
+  int num_mel_bins_ = 80;
+  int max_target_positions_ = 448;
+  bool multilingual_ = true;
+  int32_t eot_ = -1, sot_ = -1, sot_prev_ = -1, transcribe_ = -1, translate_ = -1;
+  int32_t no_timestamps_ = -1, no_speech_ = -1, timestamp_begin_ = -1;
+  int max_initial_timestamp_index_ = 50;
+  std::vector<std::pair<std::string, int32_t>> languages_;  // code → token, in token order
+  std::vector<int32_t> suppress_tokens_, begin_suppress_tokens_;
+};
+
+}  // namespace prism::engines::generate

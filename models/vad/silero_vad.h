@@ -1,0 +1,44 @@
+// models/vad/silero_vad.h: the Silero VAD network (v5/v6, 16 kHz path) on Prism's runtime,
+// its weights read from the real silero_vad.onnx (formats/onnx.h): per 512-sample window with
+// the 64 samples of context before it, an STFT as a strided conv (the file's
+// forward_basis_buffer: 258 × 256, stride 128, right reflect-padding of 64) → magnitude → four
+// conv1d + ReLU (encoder.0..3.reparam_conv) → an LSTM cell (decoder.rnn, hidden 128, the state
+// carried between windows) → ReLU → 1×1 conv → sigmoid → mean: the speech probability.
+// A stream's state is (h, c, context); many streams' windows run as one batch.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/tensor.h"
+
+namespace prism::models {
+
+struct SileroState {
+  std::array<float, 128> h{}, c{};
+  std::array<float, 64> context{};  // the previous window's last 64 samples (zeros at start)
+};
+
+class SileroVad {
+ public:
+  static Result<std::unique_ptr<SileroVad>> load(const std::string& onnx_path);
+
+  // One window per stream: windows[i] has 512 samples (16 kHz) for states[i], which advances.
+  // Returns each window's speech probability. Thread-safe (no mutable members).
+  std::vector<float> step(std::span<const std::span<const float>> windows, std::span<SileroState* const> states) const;
+
+  // A whole recording: its windows in order from a fresh state (the last window zero-padded):
+  // probs[i] for samples [i * 512, (i + 1) * 512), what media::speech_spans reads.
+  std::vector<float> probabilities(std::span<const float> samples16k) const;
+
+ private:
+  SileroVad() = default;
+  struct Weights;
+  std::shared_ptr<const Weights> w_;
+};
+
+}  // namespace prism::models
