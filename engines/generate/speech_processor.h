@@ -69,19 +69,36 @@ class SpeechProcessor {
   int max_target_positions() const { return max_target_positions_; }
   bool multilingual() const { return multilingual_; }
   // invalid_argument naming the code when the model has no such language ("xx" or, for an
-  // English-only model, anything but "en"). Accepts codes ("en") and names ("english").
+  // English-only model, anything but "en"). Accepts codes ("en"), whisper's names and aliases
+  // ("english", "castilian"), any case, and a region suffix ("en-US"); returns the code.
   Result<std::string> check_language(std::string_view language) const;
+  // The model's language tokens (code, id) in id order; empty for an English-only model.
+  const std::vector<std::pair<std::string, int32_t>>& languages() const { return languages_; }
 
   // [<|startofprev|> previous...] <|startoftranscript|> [<|lang|> <|task|> [<|notimestamps|>]]
   // — the language and task only when the language is known (else detected at the first
-  // step and the task forced at the second, by the rules).
+  // step and the task forced at the second, by the rules). An English-only model's prompt has
+  // neither (<|startoftranscript|> [<|notimestamps|>]); its task is always transcribe.
+  // `previous` keeps text and timestamp tokens (other specials are dropped). A language that
+  // check_language() does not accept is detected.
   std::vector<int32_t> prompt(const SpeechDecodeOptions& options) const;
   // Tokens the generated part may hold at most: max_target_positions / 2 (224 for real models).
   int max_new_tokens() const { return max_target_positions_ / 2; }
+  // The same, capped so that prompt + generated fit max_target_positions (openai/whisper stops
+  // there): a full previous text (<|startofprev|> + 223) before a 4-token SOT sequence leaves 220.
+  int max_new_tokens(size_t prompt_length) const;
 
   // The per-choice rules for a decode with this prompt; each processor writes its choice's
   // observation into observations[choice] (the vector must have n entries and outlive the
-  // request).
+  // request; null: nothing is recorded). In openai/whisper's order: with the language
+  // unknown, the first step allows only the argmax language token (the detection), then the
+  // task and (without timestamps) <|notimestamps|> are forced; at the first text position
+  // begin_suppress_tokens; everywhere suppress_tokens + <|startoftranscript|>,
+  // <|startofprev|>, <|startoflm|>, the task tokens, <|nospeech|>, the language tokens; then
+  // the timestamp rules (pairs, no decrease, max_initial_timestamp, the timestamp mass against
+  // the best text token, none beyond segment_seconds), or, without timestamps, no timestamp
+  // token. The language tokens, the timestamps without timestamps and segment_seconds are
+  // Prism's additions to openai's filters. probe_position() is <|startoftranscript|>'s.
   LogitsProcessorFactory rules(const SpeechDecodeOptions& options,
                                std::shared_ptr<std::vector<SpeechObservation>> observations) const;
 
@@ -92,8 +109,14 @@ class SpeechProcessor {
   std::vector<TimedText> segments(std::span<const int32_t> generated, double segment_seconds) const;
   // Text tokens only (timestamps and specials dropped), decoded.
   std::string text(std::span<const int32_t> generated) const;
-  // Text → tokens without specials (the OpenAI `prompt` field).
+  // Text → tokens without specials (the OpenAI `prompt` field), as transformers'
+  // get_prompt_ids and openai/whisper encode it: " " + the trimmed text.
   std::vector<int32_t> encode_text(std::string_view text) const;
+
+  // The speech deployment's orchestration knobs (engines/transcribe reads them: vad*, asr_*,
+  // max_audio_seconds, live_*): the generate engine accepts these names in a transcribe
+  // deployment beside its own.
+  static std::span<const std::string_view> knob_names();
 
   int32_t eot() const { return eot_; }
   int32_t sot() const { return sot_; }
@@ -108,10 +131,12 @@ class SpeechProcessor {
   int num_mel_bins_ = 80;
   int max_target_positions_ = 448;
   bool multilingual_ = true;
-  int32_t eot_ = -1, sot_ = -1, sot_prev_ = -1, transcribe_ = -1, translate_ = -1;
+  int32_t eot_ = -1, sot_ = -1, sot_prev_ = -1, sot_lm_ = -1, transcribe_ = -1, translate_ = -1;
   int32_t no_timestamps_ = -1, no_speech_ = -1, timestamp_begin_ = -1;
-  int max_initial_timestamp_index_ = 50;
+  int max_initial_timestamp_index_ = 50;  // -1: none (generation_config's null)
   std::vector<std::pair<std::string, int32_t>> languages_;  // code → token, in token order
+  // Language tokens an English-only model still has in its vocabulary (suppressed in text).
+  std::vector<int32_t> language_tokens_;
   std::vector<int32_t> suppress_tokens_, begin_suppress_tokens_;
 };
 
