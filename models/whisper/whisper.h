@@ -8,6 +8,7 @@
 // The two halves load separately so the generate engine drives them through its two
 // interfaces: the Decoder (self-attention, cross-attention queries and outputs, MLP, LM
 // head) and the SpeechEncoder (encoder + every decoder layer's encoder_attn.k_proj/v_proj).
+// Tokens, prompts and logit rules are not the model's (engines/generate/speech_processor.h).
 #pragma once
 
 #include <memory>
@@ -24,28 +25,57 @@ namespace prism::models {
 // config.json of model_type "whisper": d_model, encoder_layers, decoder_layers,
 // encoder_attention_heads, decoder_attention_heads, encoder_ffn_dim, decoder_ffn_dim,
 // num_mel_bins, max_source_positions (1500), max_target_positions (448), vocab_size,
-// activation_function ("gelu"), scale_embedding (false); transformers' defaults for omitted keys.
+// activation_function ("gelu"), scale_embedding (false); transformers' defaults for omitted
+// keys (whisper-tiny's sizes). scale_embedding is read but, as in transformers, never
+// applied: WhisperDecoder computes embed_scale and does not use it.
 struct WhisperConfig {
-  int64_t d_model = 0;
-  int64_t encoder_layers = 0, decoder_layers = 0;
-  int64_t encoder_heads = 0, decoder_heads = 0;
-  int64_t encoder_ffn_dim = 0, decoder_ffn_dim = 0;
+  int64_t d_model = 384;
+  int64_t encoder_layers = 4, decoder_layers = 4;
+  int64_t encoder_heads = 6, decoder_heads = 6;
+  int64_t encoder_ffn_dim = 1536, decoder_ffn_dim = 1536;
   int64_t num_mel_bins = 80;
   int64_t max_source_positions = 1500;
   int64_t max_target_positions = 448;
-  int64_t vocab_size = 0;
+  int64_t vocab_size = 51865;
   bool scale_embedding = false;
-  static Result<WhisperConfig> from_hf(const formats::HfConfig& hf);
+  // "gelu" (erf, every released checkpoint), "gelu_new" / "gelu_pytorch_tanh", "relu": the
+  // MLPs' activation. The convolutions' GELU is always erf, whatever this says.
+  ops::Activation activation = ops::Activation::gelu_erf;
+
+  // origin names the file in messages. unimplemented for another model_type or
+  // architecture; invalid_argument naming a key of the wrong type or value.
+  static Result<WhisperConfig> from_hf(const formats::HfConfig& hf, const std::string& origin = "config.json");
+  // Sizes positive, d_model divisible by both head counts.
+  Status validate(const std::string& origin = "config.json") const;
+
+  int64_t encoder_head_dim() const { return d_model / encoder_heads; }
+  int64_t decoder_head_dim() const { return d_model / decoder_heads; }
 };
 
 bool is_whisper_model(const std::string& dir);  // config.json's model_type is "whisper"
 Result<WhisperConfig> read_whisper_config(const std::string& dir);
 
-// The decoder half: Decoder::forward needs batch.cross (one CrossKv per sequence). Its
-// KvSpec is the self-attention's (decoder_layers, decoder_heads, d_model / heads).
-// max_context() = max_target_positions.
+// The decoder half: Decoder::forward needs batch.cross (one CrossKv per sequence, its
+// frames any count up to max_source_positions). Its KvSpec is the self-attention's
+// (decoder_layers, decoder_heads, d_model / heads). max_context() = max_target_positions.
+// flops() counts cross-attention over max_source_positions frames (a 30-s segment).
+// precision applies to the linears (self-attention q/k/v and out, cross-attention q and
+// out, fc1, fc2, the LM head); the embedding tables keep the checkpoint's dtype, norms f32.
+// Errors: the config's, a missing tensor (not_found naming it) or a misshapen one
+// (invalid_argument naming it and both shapes), each prefixed with dir.
 Result<std::unique_ptr<Decoder>> load_whisper_decoder(const std::string& dir, ops::Precision precision);
-// The encoder half (and the decoder's cross-attention K/V projections).
+
+// The encoder half (and the decoder's cross-attention K/V projections). precision applies
+// to the linears; the two convolutions run in f32. Errors as load_whisper_decoder's.
+// What load_whisper_encoder returns is a WhisperEncoder.
 Result<std::unique_ptr<SpeechEncoder>> load_whisper_encoder(const std::string& dir, ops::Precision precision);
+
+class WhisperEncoder : public SpeechEncoder {
+ public:
+  // The encoder's output before the cross-attention projections (after layer_norm):
+  // features [B, num_mel_bins, F] → [B, F / 2, d_model] f32, on the heap. For parity tests
+  // and tools; encode() is what serving calls.
+  virtual Tensor encoder_output(const Tensor& features) const = 0;
+};
 
 }  // namespace prism::models
