@@ -1,7 +1,8 @@
 // formats/onnx.h: the weights of an ONNX model file — its graph initializers and the tensors
-// of its Constant nodes, subgraphs (If / Loop branches) included — read with Debian's libonnx
-// protobuf classes (onnx-ml.pb.h). Prism does not run ONNX graphs: a model family that ships
-// as ONNX (Silero VAD) is written against runtime ops and takes its weights from here.
+// of its Constant nodes, subgraphs (If / Loop branches) included — read straight from the
+// protobuf wire format (formats/onnx.cpp says why not through libonnx's classes). Prism does
+// not run ONNX graphs: a model family that ships as ONNX (Silero VAD) is written against
+// runtime ops and takes its weights from here.
 #pragma once
 
 #include <map>
@@ -22,8 +23,9 @@ struct OnnxWeights {
   std::string producer;
 };
 
-// invalid_argument ("is not an ONNX model: ...") for a file protobuf cannot parse; not_found
-// for a missing file.
+// not_found for a missing file; invalid_argument naming the file for one that is not ONNX
+// ("is not an ONNX model: ..."), is over 1 GiB, keeps tensors in external files, or is
+// corrupt ("is corrupt: tensor 'x' holds 3 values for shape [4]").
 Result<OnnxWeights> read_onnx_weights(const std::string& path);
 
 }  // namespace prism::formats

@@ -4,7 +4,10 @@
 // forward_basis_buffer: 258 × 256, stride 128, right reflect-padding of 64) → magnitude → four
 // conv1d + ReLU (encoder.0..3.reparam_conv) → an LSTM cell (decoder.rnn, hidden 128, the state
 // carried between windows) → ReLU → 1×1 conv → sigmoid → mean: the speech probability.
-// A stream's state is (h, c, context); many streams' windows run as one batch.
+// A stream's state is (h, c, context); many streams' windows run as one batch. Weights are
+// found by their PyTorch names at the end of the file's names (the exporter prefixes them with
+// the If branch); the 16 kHz branch is the one whose STFT basis is 258 × 1 × 256.
+// Must not: schedule, buffer audio or decide speech spans (media/speech_spans.h does).
 #pragma once
 
 #include <array>
@@ -18,6 +21,10 @@
 
 namespace prism::models {
 
+inline constexpr int kSileroWindow = 512;   // samples per window at 16 kHz
+inline constexpr int kSileroContext = 64;   // samples of the previous window before each one
+inline constexpr int kSileroHidden = 128;   // LSTM state size
+
 struct SileroState {
   std::array<float, 128> h{}, c{};
   std::array<float, 64> context{};  // the previous window's last 64 samples (zeros at start)
@@ -25,14 +32,19 @@ struct SileroState {
 
 class SileroVad {
  public:
+  // not_found for a missing file; invalid_argument naming the file for one that is not ONNX
+  // or not a Silero VAD v5/v6 model (a weight missing or of another shape).
   static Result<std::unique_ptr<SileroVad>> load(const std::string& onnx_path);
 
   // One window per stream: windows[i] has 512 samples (16 kHz) for states[i], which advances.
-  // Returns each window's speech probability. Thread-safe (no mutable members).
+  // Returns each window's speech probability. Thread-safe (no mutable members). Non-finite
+  // samples count as 0.
   std::vector<float> step(std::span<const std::span<const float>> windows, std::span<SileroState* const> states) const;
 
   // A whole recording: its windows in order from a fresh state (the last window zero-padded):
   // probs[i] for samples [i * 512, (i + 1) * 512), what media::speech_spans reads.
+  // NOTE: equal to step() window after window from a fresh SileroState; only the LSTM chains,
+  // so the front end (STFT and convolutions) runs for many windows as one batch.
   std::vector<float> probabilities(std::span<const float> samples16k) const;
 
  private:

@@ -13,7 +13,7 @@ PRISM_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpng-dev libjpeg-dev libwebp-dev libgif-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
   libssl-dev openssl
-  libsndfile1-dev libsoxr-dev libfftw3-dev libswresample-dev libonnx-dev libprotobuf-dev protobuf-compiler
+  libsndfile1-dev libsoxr-dev libfftw3-dev libswresample-dev
   python3 python3-torch python3-numpy python3-jinja2 python3-pil python3-scipy python3-onnx
 )
 

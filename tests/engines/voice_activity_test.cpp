@@ -1,0 +1,256 @@
+// The deployment's VAD: knobs → VadSettings (every bad value named), load (the Silero file's
+// problems as knob vad_model's), and both detectors run the two ways the transcribe engine
+// uses them — whole recordings, and live streams stepped one window at a time in a batch —
+// which must agree with each other.
+#include "engines/transcribe/voice_activity.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "base/file.h"
+#include "media/audio.h"
+#include "models/vad/silero_vad.h"
+#include "test_util/paths.h"
+
+namespace prism::engines::transcribe {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int64_t kRate = 16000;
+
+std::string onnx_path() { return test::testdata_dir() + "/vad/silero_vad.onnx"; }
+
+serving::Knobs knobs(std::vector<std::pair<std::string, serving::KnobValue>> values) {
+  serving::Knobs k;
+  for (auto& [name, value] : values) k.set(name, value, "prism.toml:7");
+  return k;
+}
+
+const std::vector<float>& jfk() {
+  static const std::vector<float> samples = [] {
+    Result<std::string> bytes = read_file(test::testdata_dir() + "/audio/jfk.flac");
+    PRISM_CHECK(bytes.has_value());
+    Result<media::Audio> audio = media::decode_audio(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
+    PRISM_CHECK_MSG(audio.has_value(), audio.status().to_string().c_str());
+    return std::move(audio->samples);
+  }();
+  return samples;
+}
+
+// 2 s of silence, jfk, 2 s of silence.
+std::vector<float> jfk_in_silence() {
+  std::vector<float> x(2 * kRate, 0.0f);
+  x.insert(x.end(), jfk().begin(), jfk().end());
+  x.insert(x.end(), 2 * kRate, 0.0f);
+  return x;
+}
+
+std::shared_ptr<const VoiceActivity> load(const std::string& kind) {
+  VadSettings s;
+  s.kind = kind;
+  if (kind == "silero") s.model_path = onnx_path();
+  Result<std::shared_ptr<const VoiceActivity>> vad = VoiceActivity::load(s);
+  PRISM_CHECK_MSG(vad.has_value(), vad.status().to_string().c_str());
+  return *vad;
+}
+
+// ---- knobs ----------------------------------------------------------------------------
+
+TEST(VadSettings, DefaultsAreTheEnergyDetectorWithSilerosRules) {
+  Result<VadSettings> s = VadSettings::from_knobs(serving::Knobs());
+  ASSERT_TRUE(s.has_value()) << s.status().to_string();
+  EXPECT_EQ(s->kind, "energy");
+  EXPECT_EQ(s->model_path, "");
+  EXPECT_EQ(s->params.threshold, 0.5f);
+  EXPECT_EQ(s->params.min_speech_ms, 250);
+  EXPECT_EQ(s->params.min_silence_ms, 100);
+  EXPECT_EQ(s->params.speech_pad_ms, 30);
+  EXPECT_THAT(VadSettings::knob_names(), ElementsAre("vad", "vad_model", "vad_threshold", "vad_min_speech_ms",
+                                                     "vad_min_silence_ms", "vad_speech_pad_ms"));
+}
+
+TEST(VadSettings, ReadsEveryKnob) {
+  Result<VadSettings> s = VadSettings::from_knobs(knobs({{"vad", std::string("silero")},
+                                                         {"vad_model", std::string("/m/silero_vad.onnx")},
+                                                         {"vad_threshold", 0.6},
+                                                         {"vad_min_speech_ms", int64_t(300)},
+                                                         {"vad_min_silence_ms", int64_t(500)},
+                                                         {"vad_speech_pad_ms", int64_t(0)}}));
+  ASSERT_TRUE(s.has_value()) << s.status().to_string();
+  EXPECT_EQ(s->kind, "silero");
+  EXPECT_EQ(s->model_path, "/m/silero_vad.onnx");
+  EXPECT_FLOAT_EQ(s->params.threshold, 0.6f);
+  EXPECT_EQ(s->params.min_speech_ms, 300);
+  EXPECT_EQ(s->params.min_silence_ms, 500);
+  EXPECT_EQ(s->params.speech_pad_ms, 0);
+  // A model file alone picks Silero; an integer threshold is read as a number.
+  s = VadSettings::from_knobs(knobs({{"vad_model", std::string("/m/v.onnx")}}));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->kind, "silero");
+  s = VadSettings::from_knobs(knobs({{"vad", std::string("energy")}}));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->kind, "energy");
+}
+
+TEST(VadSettings, BadValuesNameTheKnobAndWhereItWasSet) {
+  const std::vector<std::pair<serving::Knobs, std::string>> cases = {
+      {knobs({{"vad", std::string("webrtc")}}), "knob 'vad' must be \"energy\" or \"silero\", got \"webrtc\""},
+      {knobs({{"vad", int64_t(1)}}), "knob 'vad'"},
+      {knobs({{"vad", std::string("silero")}}), "knob 'vad' is \"silero\", which needs knob 'vad_model'"},
+      {knobs({{"vad", std::string("energy")}, {"vad_model", std::string("/m/v.onnx")}}), "knob 'vad_model' is set, but"},
+      {knobs({{"vad_threshold", 0.0}}), "knob 'vad_threshold' must be between 0 and 1 (exclusive), got 0"},
+      {knobs({{"vad_threshold", 1.0}}), "knob 'vad_threshold' must be between 0 and 1"},
+      {knobs({{"vad_threshold", std::string("high")}}), "knob 'vad_threshold'"},
+      {knobs({{"vad_min_speech_ms", int64_t(-1)}}), "knob 'vad_min_speech_ms' must be between 0 and 60000"},
+      {knobs({{"vad_min_silence_ms", int64_t(60001)}}), "knob 'vad_min_silence_ms' must be between 0 and 60000"},
+      {knobs({{"vad_speech_pad_ms", 2.5}}), "knob 'vad_speech_pad_ms'"},
+  };
+  for (const auto& [k, message] : cases) {
+    Result<VadSettings> s = VadSettings::from_knobs(k);
+    ASSERT_FALSE(s.has_value()) << message;
+    EXPECT_EQ(s.status().code(), StatusCode::invalid_argument) << message;
+    EXPECT_THAT(s.status().message(), HasSubstr(message));
+    EXPECT_THAT(s.status().message(), HasSubstr("prism.toml:7")) << message;
+  }
+}
+
+// ---- load -----------------------------------------------------------------------------
+
+TEST(VoiceActivity, SileroFileProblemsAreKnobVadModels) {
+  const std::string dir = test::scratch_dir("vad_bad_models");
+  ASSERT_TRUE(write_file(dir + "/text.onnx", "hello").ok());
+  for (const std::string& path : {dir + "/missing.onnx", dir + "/text.onnx", dir}) {
+    VadSettings s;
+    s.kind = "silero";
+    s.model_path = path;
+    Result<std::shared_ptr<const VoiceActivity>> vad = VoiceActivity::load(s);
+    ASSERT_FALSE(vad.has_value()) << path;
+    EXPECT_EQ(vad.status().code(), StatusCode::invalid_argument) << path;
+    EXPECT_THAT(vad.status().message(), HasSubstr("knob 'vad_model'"));
+    EXPECT_THAT(vad.status().message(), HasSubstr(path));
+  }
+  VadSettings s;
+  s.kind = "silero";  // settings built by hand, without the path
+  EXPECT_FALSE(VoiceActivity::load(s).has_value());
+  s.kind = "other";
+  EXPECT_FALSE(VoiceActivity::load(s).has_value());
+}
+
+// ---- whole recordings -----------------------------------------------------------------
+
+TEST(VoiceActivity, SileroRecordingsAreTheNetworksProbabilitiesAndSpans) {
+  const auto vad = load("silero");
+  EXPECT_EQ(vad->settings().kind, "silero");
+  const std::vector<float> audio = jfk_in_silence();
+  const auto model = models::SileroVad::load(onnx_path());
+  ASSERT_TRUE(model.has_value());
+  const std::vector<float> probs = vad->probabilities(audio);
+  EXPECT_EQ(probs, (*model)->probabilities(audio));
+  const std::vector<media::SpeechSpan> spans = vad->spans(audio);
+  EXPECT_EQ(spans.size(), media::speech_spans(probs, int64_t(audio.size()), vad->settings().params).size());
+  ASSERT_FALSE(spans.empty());
+  // All speech in jfk (2 s .. 13 s), and its first phrase found.
+  EXPECT_GE(spans.front().start, 2 * kRate);
+  EXPECT_LE(spans.back().end, 13 * kRate + kRate / 2);
+  EXPECT_LT(spans.front().start, 2 * kRate + kRate / 2);
+}
+
+TEST(VoiceActivity, EnergyRecordingsAreTheBuiltInDetectors) {
+  const auto vad = load("energy");
+  const std::vector<float> audio = jfk_in_silence();
+  const std::vector<float> probs = vad->probabilities(audio);
+  EXPECT_EQ(probs, media::energy_vad_probabilities(audio));
+  const std::vector<media::SpeechSpan> spans = vad->spans(audio);
+  ASSERT_FALSE(spans.empty());
+  for (const media::SpeechSpan& s : spans) {
+    EXPECT_GE(s.start, 2 * kRate - kRate / 10);  // nothing in the leading digital silence
+    EXPECT_LE(s.end, 13 * kRate + kRate / 10);
+  }
+}
+
+TEST(VoiceActivity, SettingsRulesApplyToSpans) {
+  VadSettings s;
+  s.kind = "silero";
+  s.model_path = onnx_path();
+  s.params.min_silence_ms = 2000;  // jfk's pauses (under 1.1 s) no longer end speech
+  const auto vad = VoiceActivity::load(s);
+  ASSERT_TRUE(vad.has_value());
+  const std::vector<float> audio = jfk_in_silence();
+  EXPECT_LT((*vad)->spans(audio).size(), load("silero")->spans(audio).size());
+}
+
+// ---- live streams ---------------------------------------------------------------------
+
+// Streams of different recordings stepped together, window by window (a stream joins late
+// and one ends early), must give what each recording's probabilities() gives.
+void expect_streams_match_recordings(const VoiceActivity& vad, double tolerance) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> noise(0.0f, 0.05f);
+  std::vector<std::vector<float>> recordings;
+  for (int i = 0; i < 11; ++i) {
+    const size_t offset = size_t(i) * 8000;
+    std::vector<float> r(jfk().begin() + offset, jfk().begin() + offset + size_t(40 + 3 * i) * 512);
+    if (i % 3 == 1) for (float& v : r) v += noise(rng);
+    recordings.push_back(std::move(r));
+  }
+  std::vector<std::unique_ptr<VoiceActivity::Stream>> streams;
+  for (size_t i = 0; i < recordings.size(); ++i) streams.push_back(vad.new_stream());
+  std::vector<std::vector<float>> got(recordings.size());
+  const int64_t late = 5;  // stream 0 starts at this step
+  for (int64_t step = 0;; ++step) {
+    std::vector<std::span<const float>> windows;
+    std::vector<VoiceActivity::Stream*> batch;
+    std::vector<size_t> who;
+    for (size_t i = 0; i < recordings.size(); ++i) {
+      const int64_t w = i == 0 ? step - late : step;
+      if (w < 0 || size_t(w + 1) * 512 > recordings[i].size()) continue;
+      windows.emplace_back(recordings[i].data() + w * 512, 512);
+      batch.push_back(streams[i].get());
+      who.push_back(i);
+    }
+    if (batch.empty()) break;
+    const std::vector<float> p = vad.step(windows, batch);
+    ASSERT_EQ(p.size(), batch.size());
+    for (size_t j = 0; j < who.size(); ++j) got[who[j]].push_back(p[j]);
+  }
+  for (size_t i = 0; i < recordings.size(); ++i) {
+    const std::vector<float> want = vad.probabilities(recordings[i]);
+    ASSERT_EQ(got[i].size(), want.size()) << "stream " << i;
+    EXPECT_EQ(streams[i]->windows(), int64_t(want.size()));
+    for (size_t w = 0; w < want.size(); ++w) EXPECT_NEAR(got[i][w], want[w], tolerance) << "stream " << i << " window " << w;
+  }
+}
+
+TEST(VoiceActivity, SileroStreamsSteppedTogetherMatchTheirRecordings) {
+  // Batches of different sizes round differently inside the GEMMs; nothing more.
+  expect_streams_match_recordings(*load("silero"), 1e-5);
+}
+
+TEST(VoiceActivity, EnergyStreamsSteppedTogetherMatchTheirRecordings) {
+  expect_streams_match_recordings(*load("energy"), 0.0);
+}
+
+TEST(VoiceActivity, AStreamsStateIsItsOwn) {
+  // The same audio in two streams gives the same probabilities whatever a third stream does.
+  const auto vad = load("silero");
+  auto a = vad->new_stream(), b = vad->new_stream(), c = vad->new_stream();
+  std::vector<float> speech(jfk().begin() + 8000, jfk().begin() + 8000 + 512);
+  std::vector<float> loud(512, 0.9f);
+  for (int i = 0; i < 10; ++i) {
+    const std::span<const float> ws[] = {speech, speech, i % 2 ? loud : speech};
+    VoiceActivity::Stream* ss[] = {a.get(), b.get(), c.get()};
+    const std::vector<float> p = vad->step(ws, ss);
+    EXPECT_NEAR(p[0], p[1], 1e-6) << i;
+  }
+  EXPECT_EQ(a->windows(), 10);
+  EXPECT_TRUE(vad->step({}, {}).empty());
+}
+
+}  // namespace
+}  // namespace prism::engines::transcribe
