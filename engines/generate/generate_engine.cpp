@@ -1,12 +1,15 @@
-// engines/generate/generate_engine.cpp: the continuous-batching loop of task "chat". Between
-// steps: take new requests, drop cancelled and expired ones, plan the step (scheduler.h),
-// apply it to the block pool, get the media rows of prompts that need them (media cache, else
-// one batched encoder run for the whole step); then one Decoder::forward over the flat batch,
-// sampling (or draft verification), stop checks, streaming and completion. Metrics of the
-// generate pattern and of VLMs. It must not: tokenize or preprocess (the api's threads do),
-// see HTTP, or start threads.
+// engines/generate/generate_engine.cpp: the continuous-batching loop of tasks "chat" and
+// "transcribe". Between steps: take new requests, drop cancelled and expired ones, plan the
+// step (scheduler.h), apply it to the block pool, get the media rows of prompts that need them
+// (media cache, else one batched encoder run for the whole step) or, for a speech model, the
+// cross-attention memory of newly admitted requests' audio (batched encoder runs); then one
+// Decoder::forward over the flat batch, logits processors, sampling (or draft verification),
+// stop checks, streaming and completion. Metrics of the generate pattern, of VLMs and of
+// speech encoding. It must not: tokenize, preprocess or compute log-mel features (the api's
+// threads do), see HTTP, or start threads.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <climits>
 #include <deque>
 #include <exception>
@@ -117,6 +120,20 @@ struct VlmMetrics {
   serving::Gauge& cache_bytes;
 };
 
+// The series of a speech deployment (registered only when the model has a speech encoder).
+struct SpeechMetrics {
+  SpeechMetrics(serving::MetricsRegistry& m, const serving::Labels& l)
+      : encoder_seconds(m.histogram("prism_asr_encoder_seconds",
+                                    "Speech encoder seconds per encode call (the segments of one frame count "
+                                    "admitted in one step, up to max_encoder_segments).",
+                                    serving::latency_buckets_seconds(), l)),
+        segments(m.counter("prism_asr_segments_encoded_total",
+                           "Audio segments encoded (once per request: a preempted request keeps its memory).", l)) {}
+
+  serving::Histogram& encoder_seconds;
+  serving::Counter& segments;
+};
+
 struct EngineKnobs {
   int64_t kv_cache_bytes = 256ll << 20;
   std::string kv_cache_dtype = "auto";
@@ -127,6 +144,7 @@ struct EngineKnobs {
   int num_speculative_tokens = 4;
   int ngram_min = 1, ngram_max = 3;
   int max_encoder_views = 8;  // VLMs: views per media encoder call
+  int max_encoder_segments = 8;  // speech models: audio segments per speech encoder call
 };
 
 // The engine's knobs and the frontend's (max_model_len): a text-only chat deployment takes no
@@ -136,14 +154,22 @@ constexpr std::array<std::string_view, 10> kKnownKnobs = {
     "speculation",    "num_speculative_tokens", "ngram_min", "ngram_max", "max_model_len"};
 
 // A vision-language deployment also takes the engine's max_encoder_views and the vision
-// processor's budget and media-source knobs (VisionProcessor::load checks their values).
-Result<EngineKnobs> read_knobs(const serving::Knobs& k, bool vision) {
+// processor's budget and media-source knobs (VisionProcessor::load checks their values); a
+// speech deployment the engine's max_encoder_segments and the orchestration's knobs
+// (SpeechProcessor::knob_names(); engines/transcribe checks their values).
+Result<EngineKnobs> read_knobs(const serving::Knobs& k, bool vision, bool speech) {
   if (vision) {
     std::vector<std::string_view> known(kKnownKnobs.begin(), kKnownKnobs.end());
     known.push_back("max_encoder_views");
     const std::span<const std::string_view> processor = VisionProcessor::knob_names();
     known.insert(known.end(), processor.begin(), processor.end());
     PRISM_RETURN_IF_ERROR(k.check_names(known, "a chat deployment of a vision-language model"));
+  } else if (speech) {
+    std::vector<std::string_view> known(kKnownKnobs.begin(), kKnownKnobs.end());
+    known.push_back("max_encoder_segments");
+    const std::span<const std::string_view> orchestration = SpeechProcessor::knob_names();
+    known.insert(known.end(), orchestration.begin(), orchestration.end());
+    PRISM_RETURN_IF_ERROR(k.check_names(known, "a transcribe deployment"));
   } else {
     PRISM_RETURN_IF_ERROR(k.check_names(kKnownKnobs, "a chat deployment"));
   }
@@ -158,6 +184,7 @@ Result<EngineKnobs> read_knobs(const serving::Knobs& k, bool vision) {
   PRISM_ASSIGN_OR_RETURN(int64_t nmin, k.get_int("ngram_min", e.ngram_min));
   PRISM_ASSIGN_OR_RETURN(int64_t nmax, k.get_int("ngram_max", e.ngram_max));
   PRISM_ASSIGN_OR_RETURN(int64_t views, k.get_int("max_encoder_views", e.max_encoder_views));
+  PRISM_ASSIGN_OR_RETURN(int64_t segments, k.get_int("max_encoder_segments", e.max_encoder_segments));
   auto bad = [&](std::string_view name, const std::string& rule, int64_t got) {
     return invalid_argument(k.where(name) + " must be " + rule + " (got " + std::to_string(got) + ")");
   };
@@ -168,6 +195,7 @@ Result<EngineKnobs> read_knobs(const serving::Knobs& k, bool vision) {
   if (nmin < 1 || nmin > 64) return bad("ngram_min", "in [1, 64]", nmin);
   if (nmax < nmin || nmax > 64) return bad("ngram_max", "in [ngram_min, 64]", nmax);
   if (views < 1 || views > 4096) return bad("max_encoder_views", "in [1, 4096]", views);
+  if (segments < 1 || segments > 4096) return bad("max_encoder_segments", "in [1, 4096]", segments);
   if (e.speculation != "none" && e.speculation != "ngram")
     return invalid_argument(k.where("speculation") + " must be none or ngram (got '" + e.speculation + "')");
   if (e.kv_cache_dtype != "auto" && e.kv_cache_dtype != "f32" && e.kv_cache_dtype != "bf16" &&
@@ -179,22 +207,25 @@ Result<EngineKnobs> read_knobs(const serving::Knobs& k, bool vision) {
   e.ngram_min = int(nmin);
   e.ngram_max = int(nmax);
   e.max_encoder_views = int(views);
+  e.max_encoder_segments = int(segments);
   return e;
 }
 
 class GenerateEngine final : public serving::Engine {
  public:
   GenerateEngine(const serving::EngineContext& context, std::shared_ptr<const GenerateFrontend> frontend,
-                 DecoderLoader loader, MediaEncoderLoader media_loader)
+                 DecoderLoader loader, MediaEncoderLoader media_loader, SpeechEncoderLoader speech_loader)
       : config_(context.config),
         frontend_(std::move(frontend)),
         loader_(std::move(loader)),
         media_loader_(std::move(media_loader)),
+        speech_loader_(std::move(speech_loader)),
         replica_(context.replica),
         replicas_(context.replicas),
         metrics_(context.metrics, context.labels),
         seed_rng_(std::random_device{}()) {
     if (frontend_->vision() != nullptr) vlm_metrics_.emplace(context.metrics, context.labels);
+    if (frontend_->speech() != nullptr) speech_metrics_.emplace(context.metrics, context.labels);
   }
 
   Status load() override;
@@ -206,7 +237,11 @@ class GenerateEngine final : public serving::Engine {
   void intake(std::vector<RequestPtr> requests);
   Status check(const serving::Request& r) const;
   Status check_media(const GenerateInput& in) const;
+  Status check_audio(const GenerateInput& in) const;
   Status load_media_encoder();
+  // Loads the speech encoder and warms it up; *warm_cross: a silent segment's memory, for the
+  // decoder's warm-up.
+  Status load_speech_encoder(std::shared_ptr<const models::CrossKv>* warm_cross);
   void drop_cancelled_and_expired();
   void fail_all(const Status& status);
   int free_slots() const;
@@ -222,10 +257,17 @@ class GenerateEngine final : public serving::Engine {
   void admit(Sequence& s);
   // Copy on write and new blocks so that s can take n more tokens; false if the pool is dry.
   bool grow(Sequence& s, int64_t n);
+  // Where a processor's probe row (LogitsProcessor::probe_position) is in the step's logits.
+  enum class ProbeRow : uint8_t {
+    none,
+    extra,    // one row before the item's rows (a prompt position short of the last)
+    sampled,  // the item's first sampled row (the probe position is the prompt's last)
+  };
   struct StepItem {
     Sequence* seq;
     int64_t n;         // tokens computed this step
     int64_t rows = 0;  // logits rows: 0, or 1 + drafts when the chunk reaches the last token
+    ProbeRow probe = ProbeRow::none;
   };
   // After the forward: advance each sequence by its computed tokens, sample (or verify its
   // drafts) from its rows ([sum rows, vocab] f32, in item order), check stops.
@@ -246,6 +288,19 @@ class GenerateEngine final : public serving::Engine {
   Status place_media_rows(const MediaNeed& n, const encode::MediaFeatures& features);
   // Frees the media rows of requests whose running choices are past their visual positions.
   void release_media_rows();
+  // Gives every planned request with audio and no cross-attention memory yet (the newly
+  // admitted) its memory: one encoder call per frame count and max_encoder_segments segments.
+  // Requests whose encoding fails are completed with the error and leave `items`.
+  void acquire_cross(std::vector<StepItem>& items);
+  // One SpeechEncoder::encode over `features` (each [num_mel_bins, frames] f32); the memories
+  // are heap-owned (outlive the encoder's arena). internal_error when the encoder throws or
+  // returns the wrong count or frames. *seconds (if given): the call's time.
+  Result<std::vector<std::shared_ptr<const models::CrossKv>>> encode_segments(
+      std::span<const float* const> features, int64_t frames, double* seconds = nullptr);
+  // Whether a waiting sequence looks its prompt up in the prefix cache: not for speech (its
+  // K/V depends on the audio, not only the ids) nor when its processor probes a prompt row
+  // (a hit would skip the row).
+  bool looks_up_prefix(const Sequence& s) const;
   void build_batch(std::vector<StepItem>& items);
   // One Decoder::forward over the batch, then sample_step; a decoder failure fails the
   // step's requests (the engine goes on).
@@ -270,10 +325,12 @@ class GenerateEngine final : public serving::Engine {
   std::shared_ptr<const GenerateFrontend> frontend_;
   DecoderLoader loader_;
   MediaEncoderLoader media_loader_;
+  SpeechEncoderLoader speech_loader_;
   const int replica_;
   const int replicas_;
   GenerateMetrics metrics_;
   std::optional<VlmMetrics> vlm_metrics_;  // VLMs only
+  std::optional<SpeechMetrics> speech_metrics_;  // speech models only
   EngineKnobs knobs_;
   ops::Precision precision_ = ops::Precision::f32;
   std::unique_ptr<models::Decoder> decoder_;
@@ -282,6 +339,10 @@ class GenerateEngine final : public serving::Engine {
   std::unique_ptr<encode::MediaEncodeRunner> media_runner_;
   std::string encoder_id_;
   int32_t image_token_id_ = -1;
+  // Speech models only: the encoder, its activations' arena and the batch's input features.
+  std::unique_ptr<models::SpeechEncoder> speech_encoder_;
+  Arena speech_arena_;
+  std::vector<float> speech_input_;  // [segments, num_mel_bins, frames] f32 of a batched call
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<KvBlockPool> pool_;
   KvCache kv_;
@@ -313,7 +374,14 @@ Status GenerateEngine::load() {
   threads_ = std::max(1, num_threads() / std::max(1, replicas_));
   omp_set_num_threads(threads_);  // this replica's share (see the NOTE in embed_engine.cpp)
 
-  PRISM_ASSIGN_OR_RETURN(knobs_, read_knobs(config_.knobs, frontend_->vision() != nullptr));
+  const bool speech = frontend_->speech() != nullptr;
+  if (speech && config_.task != "transcribe")
+    return invalid_argument("'" + config_.model + "' is a speech model (Whisper): serve it with task \"transcribe\", "
+                            "not \"" + config_.task + "\"");
+  if (!speech && config_.task == "transcribe")
+    return invalid_argument("task \"transcribe\" needs an encoder-decoder speech model (config.json model_type "
+                            "\"whisper\"); '" + config_.model + "' is not one");
+  PRISM_ASSIGN_OR_RETURN(knobs_, read_knobs(config_.knobs, frontend_->vision() != nullptr, speech));
   PRISM_ASSIGN_OR_RETURN(precision_, ops::parse_precision(config_.precision));
   PRISM_ASSIGN_OR_RETURN(DType kv_dtype, parse_kv_cache_dtype(knobs_.kv_cache_dtype, precision_));
   PRISM_ASSIGN_OR_RETURN(drafter_, make_drafter(knobs_.speculation, knobs_.ngram_min, knobs_.ngram_max));
@@ -321,6 +389,8 @@ Status GenerateEngine::load() {
 
   vocab_ = decoder_->vocab_size();
   if (frontend_->vision() != nullptr) PRISM_RETURN_IF_ERROR(load_media_encoder());
+  std::shared_ptr<const models::CrossKv> warm_cross;
+  if (speech) PRISM_RETURN_IF_ERROR(load_speech_encoder(&warm_cross));
   max_context_ = std::min<int64_t>(decoder_->max_context(), frontend_->max_context());
   if (max_context_ < 2) return invalid_argument("the model's context length is below 2 tokens");
   const models::KvSpec spec = decoder_->kv_spec();
@@ -381,6 +451,7 @@ Status GenerateEngine::load() {
     b.block_tables = Tensor::from<int32_t>(tables, {1, 1});
     b.context_lens = Tensor::from<int32_t>(ctx, {1});
     b.logits_rows = Tensor::from<int32_t>(rows, {1});
+    if (warm_cross) b.cross = {warm_cross.get()};
     try {
       decoder_->forward(b, kv_.layers());
     } catch (const std::exception& e) {
@@ -400,7 +471,32 @@ Status GenerateEngine::load() {
                    config_.name, media_encoder_->image_size(),
                    media_encoder_->grid_side() * media_encoder_->grid_side(), knobs_.max_encoder_views,
                    image_token_id_);
+  if (replica_ == 0 && speech_encoder_)
+    PRISM_LOG_INFO("deployment {}: speech encoder: {} mel bins, {} frames in, {} out, {} segments per call",
+                   config_.name, speech_encoder_->num_mel_bins(), speech_encoder_->input_frames(),
+                   speech_encoder_->output_frames(), knobs_.max_encoder_segments);
   update_gauges();
+  return {};
+}
+
+Status GenerateEngine::load_speech_encoder(std::shared_ptr<const models::CrossKv>* warm_cross) {
+  if (!speech_loader_) return internal_error("a speech deployment needs a speech encoder loader");
+  PRISM_ASSIGN_OR_RETURN(speech_encoder_, speech_loader_(config_, precision_));
+  if (speech_encoder_ == nullptr) return internal_error("the speech encoder loader returned nothing");
+  const models::SpeechEncoder& e = *speech_encoder_;
+  const int mels = frontend_->speech()->num_mel_bins();
+  if (e.num_mel_bins() != mels)
+    return invalid_argument("the speech encoder takes " + std::to_string(e.num_mel_bins()) +
+                            " mel bins, but the model's config.json says num_mel_bins = " + std::to_string(mels));
+  if (e.input_frames() < 2 || e.input_frames() % 2 != 0)
+    return internal_error("the speech encoder takes " + std::to_string(e.input_frames()) +
+                          " frames (an even count >= 2 is needed)");
+  // Warm-up: a silent full-length segment builds the encoder's primitives and sizes its arena.
+  const std::vector<float> silence(size_t(e.num_mel_bins() * e.input_frames()), 0.0f);
+  const float* features[] = {silence.data()};
+  PRISM_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const models::CrossKv>> cross,
+                         encode_segments(features, e.input_frames()));
+  *warm_cross = std::move(cross.front());
   return {};
 }
 
@@ -454,6 +550,11 @@ nlohmann::json GenerateEngine::describe() const {
                    {"rows_per_view", media_encoder_->grid_side() * media_encoder_->grid_side()},
                    {"image_token_id", image_token_id_},
                    {"max_encoder_views", knobs_.max_encoder_views}};
+  if (speech_encoder_)
+    j["speech"] = {{"num_mel_bins", speech_encoder_->num_mel_bins()},
+                   {"input_frames", speech_encoder_->input_frames()},
+                   {"output_frames", speech_encoder_->output_frames()},
+                   {"max_encoder_segments", knobs_.max_encoder_segments}};
   return j;
 }
 
@@ -511,7 +612,30 @@ Status GenerateEngine::check(const serving::Request& r) const {
   if (prompt + 1 > capacity)
     return resource_exhausted("the prompt's " + std::to_string(prompt) + " tokens do not fit in the KV cache (" +
                               std::to_string(capacity) + " tokens)");
+  PRISM_RETURN_IF_ERROR(check_audio(*in));
   return check_media(*in);
+}
+
+// The shape of a speech prompt's audio segment; audio and speech models go together.
+Status GenerateEngine::check_audio(const GenerateInput& in) const {
+  if (!in.audio) {
+    if (speech_encoder_) return invalid_argument("a request to a speech model needs an audio segment");
+    return {};
+  }
+  if (!speech_encoder_)
+    return invalid_argument("this model does not take audio (deployment '" + config_.name +
+                            "' serves a model without a speech encoder)");
+  const AudioSegment& a = *in.audio;
+  const int64_t most = speech_encoder_->input_frames(), mels = speech_encoder_->num_mel_bins();
+  if (a.frames < 2 || a.frames % 2 != 0 || a.frames > most)
+    return invalid_argument("the audio segment has " + std::to_string(a.frames) +
+                            " frames; the speech encoder takes an even count in [2, " + std::to_string(most) + "]");
+  const size_t values = a.features ? a.features->size() : 0;
+  if (int64_t(values) != mels * a.frames)
+    return invalid_argument("the audio segment holds " + std::to_string(values) +
+                            " values, not num_mel_bins × frames = " + std::to_string(mels) + " × " +
+                            std::to_string(a.frames));
+  return {};
 }
 
 // The counts of a multimodal prompt (place_media checks its image-token positions).
@@ -560,6 +684,17 @@ void GenerateEngine::intake(std::vector<RequestPtr> requests) {
       }
       media = std::move(placed).value();
     }
+    std::unique_ptr<LogitsProcessor> processor;
+    int64_t probe = -1;
+    if (input->logits_processor) {
+      processor = input->logits_processor(0);
+      probe = processor ? processor->probe_position() : -1;
+      if (probe >= int64_t(input->prompt.size())) {
+        r->complete(invalid_argument("the logits processor probes prompt position " + std::to_string(probe) +
+                                     " of a " + std::to_string(input->prompt.size()) + "-token prompt"));
+        continue;
+      }
+    }
     auto rs = std::make_unique<RequestState>();
     rs->request = std::move(r);
     rs->input = input;
@@ -571,9 +706,11 @@ void GenerateEngine::intake(std::vector<RequestPtr> requests) {
         if (item.kind == MediaItem::Kind::video) vlm_metrics_->frames.inc(double(item.views->num_views));
     }
     rs->pending_forks = rs->input->sampling.n - 1;
+    rs->probe_position = probe < 0 ? -1 : probe;
     std::unique_ptr<Sequence> s = new_sequence(*rs, 0);
     const auto& prompt = rs->input->prompt;
     s->tokens = prompt;
+    s->processor = std::move(processor);
     s->sampler = std::make_unique<SequenceSampler>(rs->input->sampling, choice_seed(rs->input->sampling, 0), prompt);
     const size_t tail = std::min(prompt.size(), kDetokenizerPromptTail);
     s->detokenizer = std::make_unique<IncrementalDetokenizer>(
@@ -648,7 +785,8 @@ void GenerateEngine::update_gauges() {
 void GenerateEngine::propose_drafts() {
   for (Sequence* s : running_) {
     s->draft.clear();
-    if (!drafter_ || !s->decoding()) continue;
+    // NOTE: a processor's rules apply to each sampled row in turn; drafts would bypass them.
+    if (!drafter_ || !s->decoding() || s->processor) continue;
     const SamplingParams& p = s->request->input->sampling;
     // Room: drafts past max_tokens or the context would be wasted work.
     const int64_t room = std::min<int64_t>(p.max_tokens - s->num_generated - 1, max_context_ - int64_t(s->tokens.size()));
@@ -677,7 +815,7 @@ WaitingView GenerateEngine::waiting_view(Sequence& s) const {
   v.id = s.id;
   v.num_tokens = int64_t(s.tokens.size());
   v.num_seqs = 1 + (s.choice == 0 ? s.request->pending_forks : 0);
-  if (!pool_->prefix_caching()) return v;
+  if (!pool_->prefix_caching() || !looks_up_prefix(s)) return v;
   // NOTE: the last token is always computed (its logits are needed), so at most
   // (num_tokens - 1) / block_size blocks can come from the cache.
   if (s.lookup_hashes.empty())
@@ -692,6 +830,12 @@ WaitingView GenerateEngine::waiting_view(Sequence& s) const {
   return v;
 }
 
+bool GenerateEngine::looks_up_prefix(const Sequence& s) const {
+  return !s.request->input->audio && s.request->probe_position < 0;
+}
+
+// NOTE: a speech request's cross-attention memory stays in its RequestState: recomputation
+// attends the same memory without encoding the audio again.
 void GenerateEngine::preempt(Sequence& s) {
   release_blocks(s);
   s.num_computed = 0;
@@ -706,7 +850,7 @@ void GenerateEngine::admit(Sequence& s) {
   std::erase(waiting_, &s);
   running_.push_back(&s);
   int64_t hit = 0;
-  if (pool_->prefix_caching()) {
+  if (pool_->prefix_caching() && looks_up_prefix(s)) {
     for (uint64_t h : s.lookup_hashes) {
       const std::optional<int> b = pool_->lookup(h);
       if (!b) break;
@@ -768,6 +912,7 @@ void GenerateEngine::step() {
 
   std::vector<StepItem> items = apply_plan(plan);
   if (media_encoder_) acquire_media(items);
+  if (speech_encoder_) acquire_cross(items);
   if (items.empty()) {
     update_gauges();
     return;
@@ -909,6 +1054,101 @@ void GenerateEngine::release_media_rows() {
   }
 }
 
+// NOTE: the segments of every request admitted this step are encoded together: one call per
+// distinct frame count (the encoder's input is [B, mels, F]), at most max_encoder_segments
+// segments each, in admission order. A request is encoded once: choices, forks and
+// recomputations after preemption share its memory.
+void GenerateEngine::acquire_cross(std::vector<StepItem>& items) {
+  std::vector<RequestState*> need;
+  std::vector<int64_t> frame_counts;  // distinct, in admission order
+  for (const StepItem& it : items) {
+    RequestState* rs = it.seq->request;
+    if (!rs->input->audio || rs->cross || std::find(need.begin(), need.end(), rs) != need.end()) continue;
+    need.push_back(rs);
+    const int64_t frames = rs->input->audio->frames;
+    if (std::find(frame_counts.begin(), frame_counts.end(), frames) == frame_counts.end())
+      frame_counts.push_back(frames);
+  }
+  if (need.empty()) return;
+  std::vector<std::pair<RequestState*, Status>> failed;
+  for (const int64_t frames : frame_counts) {
+    std::vector<RequestState*> group;
+    for (RequestState* rs : need)
+      if (rs->input->audio->frames == frames) group.push_back(rs);
+    const size_t most = size_t(knobs_.max_encoder_segments);
+    for (size_t at = 0; at < group.size(); at += most) {
+      const auto call = std::span<RequestState* const>(group).subspan(at, std::min(group.size() - at, most));
+      std::vector<const float*> features;
+      for (const RequestState* rs : call) features.push_back(rs->input->audio->features->data());
+      double seconds = 0;
+      Result<std::vector<std::shared_ptr<const models::CrossKv>>> cross = encode_segments(features, frames, &seconds);
+      speech_metrics_->encoder_seconds.observe(seconds);
+      if (!cross.has_value()) {
+        PRISM_LOG_ERROR("deployment {}: {}", config_.name, cross.status().message());
+        for (RequestState* rs : call) failed.emplace_back(rs, cross.status());
+        continue;
+      }
+      speech_metrics_->segments.inc(double(call.size()));
+      for (size_t k = 0; k < call.size(); ++k) call[k]->cross = std::move(cross.value()[k]);
+    }
+  }
+  if (failed.empty()) return;
+  // NOTE: the failed requests' sequences leave the step before their state is freed.
+  std::erase_if(items, [&](const StepItem& it) {
+    return std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.first == it.seq->request; });
+  });
+  for (const auto& [rs, st] : failed) remove_request(rs, &st);
+}
+
+Result<std::vector<std::shared_ptr<const models::CrossKv>>> GenerateEngine::encode_segments(
+    std::span<const float* const> features, int64_t frames, double* seconds) {
+  const int64_t mels = speech_encoder_->num_mel_bins(), per_segment = mels * frames;
+  const int64_t B = int64_t(features.size());
+  const float* input = features[0];
+  if (B > 1) {
+    speech_input_.resize(size_t(B * per_segment));
+    for (int64_t b = 0; b < B; ++b)
+      std::copy(features[size_t(b)], features[size_t(b)] + per_segment, speech_input_.begin() + b * per_segment);
+    input = speech_input_.data();
+  }
+  std::vector<std::shared_ptr<const models::CrossKv>> cross;
+  std::string error;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    ArenaScope scope(&speech_arena_);
+    // The encoder only reads its input.
+    const Tensor x = Tensor::from_blob(const_cast<float*>(input), {B, mels, frames}, DType::f32);
+    try {
+      cross = speech_encoder_->encode(x);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (error.empty() && int64_t(cross.size()) != B)
+    error = "the speech encoder returned " + std::to_string(cross.size()) + " memories for " + std::to_string(B) +
+            " segments";
+  for (size_t b = 0; error.empty() && b < cross.size(); ++b) {
+    if (cross[b] == nullptr || cross[b]->frames != frames / 2 || cross[b]->k.size() != cross[b]->v.size()) {
+      error = "the speech encoder returned a malformed memory for a segment of " + std::to_string(frames) + " frames";
+      break;
+    }
+    // NOTE: the memory outlives this call's arena: tensors the encoder drew from it (no owner)
+    // are copied to the heap, outside the scope.
+    auto borrowed = [](const Tensor& t) { return t.defined() && t.owner() == nullptr; };
+    const models::CrossKv& c = *cross[b];
+    if (std::none_of(c.k.begin(), c.k.end(), borrowed) && std::none_of(c.v.begin(), c.v.end(), borrowed)) continue;
+    auto owned = std::make_shared<models::CrossKv>();
+    owned->frames = c.frames;
+    for (const Tensor& t : c.k) owned->k.push_back(borrowed(t) ? t.clone() : t);
+    for (const Tensor& t : c.v) owned->v.push_back(borrowed(t) ? t.clone() : t);
+    cross[b] = std::move(owned);
+  }
+  speech_arena_.reset();
+  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!error.empty()) return internal_error("speech encoding failed: " + error);
+  return cross;
+}
+
 // The flat batch in batch_*_ (host vectors; tensors are made from them in the step's arena).
 // Sets each item's logits row count.
 void GenerateEngine::build_batch(std::vector<StepItem>& items) {
@@ -944,10 +1184,19 @@ void GenerateEngine::build_batch(std::vector<StepItem>& items) {
       batch_positions_.push_back(int32_t(pos));
       batch_slots_.push_back(int32_t(s.blocks[size_t(pos / bs)] * bs + pos % bs));
     }
+    const int64_t begin = int64_t(batch_tokens_.size()) - n;  // the item's first row in the batch
+    const bool reaches_end = real == s.num_uncomputed();
+    // Choice 0's processor wants one prompt row's logits when this chunk computes it.
+    items[i].probe = ProbeRow::none;
+    if (s.choice == 0 && s.processor && rs.probe_position >= s.num_computed &&
+        rs.probe_position < s.num_computed + real) {
+      const bool sampled = reaches_end && rs.probe_position == s.num_computed + real - 1;
+      items[i].probe = sampled ? ProbeRow::sampled : ProbeRow::extra;
+      if (!sampled) batch_rows_.push_back(int32_t(begin + rs.probe_position - s.num_computed));
+    }
     // Logits for the last real token and every draft, when the chunk reaches the end.
-    if (real == s.num_uncomputed()) {
-      const int64_t first = int64_t(batch_tokens_.size()) - n + real - 1;
-      for (int64_t r = first; r < int64_t(batch_tokens_.size()); ++r) batch_rows_.push_back(int32_t(r));
+    if (reaches_end) {
+      for (int64_t r = begin + real - 1; r < int64_t(batch_tokens_.size()); ++r) batch_rows_.push_back(int32_t(r));
       items[i].rows = n - real + 1;
     }
     batch_cu_.push_back(int32_t(batch_tokens_.size()));
@@ -971,6 +1220,13 @@ void GenerateEngine::forward_and_sample(std::span<const StepItem> items) {
     b.context_lens = Tensor::from<int32_t>(batch_ctx_, {S});
     b.block_tables = Tensor::from<int32_t>(batch_tables_, {S, max_blocks});
     b.logits_rows = Tensor::from<int32_t>(batch_rows_, {int64_t(batch_rows_.size())});
+    if (speech_encoder_) {
+      b.cross.reserve(size_t(S));
+      for (const StepItem& it : items) {
+        PRISM_CHECK(it.seq->request->cross != nullptr);  // acquire_cross gave every planned request one
+        b.cross.push_back(it.seq->request->cross.get());
+      }
+    }
     if (!batch_media_.empty()) {
       const int64_t hidden = decoder_->hidden_size();
       b.input_embeddings = Tensor::zeros({T, hidden}, DType::f32);
@@ -1008,18 +1264,24 @@ void GenerateEngine::forward_and_sample(std::span<const StepItem> items) {
 // After the forward
 
 // NOTE: three passes over the step's sequences. (1) Sequential: count the computed tokens,
-// fork the choices of requests whose prefill just ended (each fork samples its own copy of
-// choice 0's row before choice 0 samples in place). (2) Parallel over sequences: sample or
-// verify (samplers are per sequence and share nothing). (3) Sequential: roll back rejected
-// drafts, stop checks, detokenize, publish full blocks.
+// hand probe rows to their processors, fork the choices of requests whose prefill just ended
+// (each fork processes and samples its own copy of choice 0's raw row before choice 0 samples
+// in place). (2) Parallel over sequences: process (the choice's logit rules, on the raw row),
+// then sample or verify (samplers and processors are per sequence and share nothing).
+// (3) Sequential: roll back rejected drafts, stop checks, detokenize, publish full blocks.
 void GenerateEngine::sample_step(std::span<const StepItem> items, float* logits) {
   std::vector<float*> rows(items.size(), nullptr);
   for (size_t i = 0; i < items.size(); ++i) {
     Sequence& s = *items[i].seq;
     s.num_computed += items[i].n;
+    if (items[i].probe == ProbeRow::extra) {
+      s.processor->probe(std::span<const float>(logits, size_t(vocab_)));
+      logits += vocab_;
+    }
     if (items[i].rows == 0) continue;  // a prefill chunk short of the end: nothing to sample
     rows[i] = logits;
     logits += items[i].rows * vocab_;
+    if (items[i].probe == ProbeRow::sampled) s.processor->probe(std::span<const float>(rows[i], size_t(vocab_)));
     RequestState& rs = *s.request;
     if (s.choice != 0 || rs.pending_forks == 0) continue;
     fork_choices(s);
@@ -1027,6 +1289,7 @@ void GenerateEngine::sample_step(std::span<const StepItem> items, float* logits)
     for (size_t c = 1; c < rs.choices.size(); ++c) {
       Sequence& f = *rs.choices[c];
       std::vector<float> copy(row.begin(), row.end());
+      if (f.processor) f.processor->process(copy, {});
       add_token(f, f.sampler->sample(copy));
       publish_full_blocks(f);
     }
@@ -1038,7 +1301,13 @@ void GenerateEngine::sample_step(std::span<const StepItem> items, float* logits)
       std::vector<SampledToken>& out = sampled_[size_t(i)];
       out.clear();
       if (rows[size_t(i)] == nullptr) continue;
-      if (s.draft.empty()) out.push_back(s.sampler->sample(std::span<float>(rows[size_t(i)], size_t(vocab_))));
+      const std::span<float> row(rows[size_t(i)], size_t(vocab_));
+      if (s.processor) {
+        PRISM_CHECK(s.draft.empty());  // propose_drafts skips sequences with a processor
+        const size_t prompt = s.request->input->prompt.size();
+        s.processor->process(row, std::span<const int32_t>(s.tokens).subspan(prompt));
+      }
+      if (s.draft.empty()) out.push_back(s.sampler->sample(row));
       else out = s.sampler->verify(std::span<float>(rows[size_t(i)], size_t(items[size_t(i)].rows * vocab_)), vocab_, s.draft);
     }
   });
@@ -1076,6 +1345,9 @@ void GenerateEngine::fork_choices(Sequence& first) {
     f->num_published = first.num_published;
     f->last_hash = first.last_hash;
     f->sampler = std::make_unique<SequenceSampler>(p, choice_seed(p, c), rs.input->prompt);
+    // NOTE: each choice has its own processor (its rules track its own tokens); forks do not
+    // see choice 0's probe.
+    if (rs.input->logits_processor) f->processor = rs.input->logits_processor(c);
     const size_t tail = std::min(rs.input->prompt.size(), kDetokenizerPromptTail);
     f->detokenizer = std::make_unique<IncrementalDetokenizer>(
         frontend_->tokenizer(), std::span<const int32_t>(rs.input->prompt).last(tail), p.stop,
@@ -1140,7 +1412,8 @@ void GenerateEngine::finish(Sequence& s, FinishReason reason) {
 }
 
 void GenerateEngine::publish_full_blocks(Sequence& s) {
-  if (!pool_->prefix_caching()) return;
+  // NOTE: blocks computed against audio are keyed by more than their ids: never published.
+  if (!pool_->prefix_caching() || s.request->input->audio) return;
   const int bs = pool_->block_size();
   // NOTE: only blocks whose every position is below num_computed hold final tokens' K/V.
   while (int64_t(s.num_published + 1) * bs <= s.num_computed && size_t(s.num_published) < s.blocks.size()) {
@@ -1206,13 +1479,15 @@ void GenerateEngine::complete(RequestState& rs) {
 
 }  // namespace
 
-serving::EngineFactory generate_engine_factory(DecoderLoader loader, MediaEncoderLoader media_loader) {
-  return [loader, media_loader](const serving::EngineContext& context) -> Result<std::unique_ptr<serving::Engine>> {
+serving::EngineFactory generate_engine_factory(DecoderLoader loader, MediaEncoderLoader media_loader,
+                                               SpeechEncoderLoader speech_loader) {
+  return [loader, media_loader, speech_loader](
+             const serving::EngineContext& context) -> Result<std::unique_ptr<serving::Engine>> {
     auto frontend = std::dynamic_pointer_cast<const GenerateFrontend>(context.frontend);
     if (frontend == nullptr) return internal_error("a generate deployment needs its GenerateFrontend");
     if (!loader) return internal_error("a generate deployment needs a decoder loader");
     return std::unique_ptr<serving::Engine>(
-        std::make_unique<GenerateEngine>(context, std::move(frontend), loader, media_loader));
+        std::make_unique<GenerateEngine>(context, std::move(frontend), loader, media_loader, speech_loader));
   };
 }
 

@@ -3,7 +3,9 @@
 // directory's small files (no weights). Knobs are the engine's to check, except
 // max_model_len, which is read here because the api needs the context length, and a VLM's
 // budget and media policy knobs, which its VisionProcessor reads. A VLM (config.json
-// model_type "llava" / "idefics3") keeps its language model's fields under text_config.
+// model_type "llava" / "idefics3") keeps its language model's fields under text_config; a
+// Whisper model (model_type "whisper") has no chat template, its context is
+// max_target_positions, and its SpeechProcessor reads the special tokens and logit rules.
 #include "engines/generate/generate_frontend.h"
 
 #include <algorithm>
@@ -105,6 +107,15 @@ bool is_vision_language(const json& config) {
   return type == "llava" || type == "idefics3";
 }
 
+bool is_whisper(const json& config) { return config.value("model_type", "") == "whisper"; }
+
+// A Whisper decoder's context: max_target_positions (transformers' WhisperConfig default 448).
+Result<int64_t> whisper_context(const json& config, const fs::path& origin) {
+  PRISM_ASSIGN_OR_RETURN(std::optional<int64_t> positions,
+                         optional_positive_int(config, "max_target_positions", origin));
+  return positions.value_or(448);
+}
+
 // A VLM's language-model fields: text_config's, the top level filling what it lacks (older
 // llava-hf configs repeat vocab_size there; SmolVLM's eos lives at the top).
 json language_model_config(const json& config) {
@@ -196,11 +207,13 @@ Result<std::shared_ptr<const GenerateFrontend>> GenerateFrontend::load(const ser
   const fs::path config_path = dir / "config.json";
   PRISM_ASSIGN_OR_RETURN(json top_config, read_json_object(config_path));
   const bool vision_language = is_vision_language(top_config);
+  const bool speech = is_whisper(top_config);
   const json model_config = vision_language ? language_model_config(top_config) : top_config;
   PRISM_ASSIGN_OR_RETURN(std::optional<int64_t> vocab, optional_positive_int(model_config, "vocab_size", config_path));
   if (!vocab) return invalid_argument(config_path.string() + ": no \"vocab_size\"");
   fe->vocab_size_ = *vocab;
-  PRISM_ASSIGN_OR_RETURN(const int64_t model_max, model_context(model_config, config_path));
+  PRISM_ASSIGN_OR_RETURN(const int64_t model_max, speech ? whisper_context(model_config, config_path)
+                                                         : model_context(model_config, config_path));
   fe->max_context_ = model_max;
   if (config.knobs.has("max_model_len")) {
     PRISM_ASSIGN_OR_RETURN(const int64_t limit, config.knobs.get_int("max_model_len", model_max));
@@ -220,7 +233,12 @@ Result<std::shared_ptr<const GenerateFrontend>> GenerateFrontend::load(const ser
     PRISM_LOG_WARN("'{}': the tokenizer has {} tokens, more than the model's {} logits; prompts with the extra ids "
                    "are refused",
                    dir.string(), fe->tokenizer_.vocab_size(), fe->vocab_size_);
-  PRISM_ASSIGN_OR_RETURN(fe->chat_template_, load_chat_template(dir, vision_language));
+  // NOTE: a speech model's prompts are token ids the SpeechProcessor builds: no template.
+  if (speech) {
+    PRISM_ASSIGN_OR_RETURN(fe->speech_, SpeechProcessor::load(dir.string(), fe->tokenizer_));
+  } else {
+    PRISM_ASSIGN_OR_RETURN(fe->chat_template_, load_chat_template(dir, vision_language));
+  }
   if (vision_language) {
     PRISM_ASSIGN_OR_RETURN(fe->vision_, VisionProcessor::load(dir.string(), config.knobs, fe->tokenizer_));
   }
@@ -244,7 +262,8 @@ Result<std::shared_ptr<const GenerateFrontend>> GenerateFrontend::load(const ser
   PRISM_LOG_INFO("generate frontend '{}': context {} tokens (model {}), vocab {}, eos [{}], chat template {}, "
                  "{}, defaults temperature {} top_p {} top_k {} min_p {} repetition_penalty {}",
                  dir.string(), fe->max_context_, model_max, fe->vocab_size_, join_ids(fe->eos_ids_),
-                 fe->chat_template_ ? "yes" : "none", fe->vision_ ? "images and videos" : "text only",
+                 fe->chat_template_ ? "yes" : "none",
+                 fe->vision_ ? "images and videos" : fe->speech_ ? "speech" : "text only",
                  fe->defaults_.temperature, fe->defaults_.top_p, fe->defaults_.top_k, fe->defaults_.min_p,
                  fe->defaults_.repetition_penalty);
   return std::shared_ptr<const GenerateFrontend>(std::move(fe));

@@ -1,7 +1,8 @@
 // engines/generate/generate_frontend.h: what the api needs of a generate deployment before it
 // queues a request, shared read-only by the I/O threads and every replica: the tokenizer, the
 // chat template, the context length, the end-of-sequence tokens and the model's sampling
-// defaults (generation_config.json). Reads only small files: no weights.
+// defaults (generation_config.json); for a VLM its vision processor, for a speech model (Whisper)
+// its speech processor. Reads only small files: no weights.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 
 #include "base/status.h"
 #include "engines/generate/sampling_params.h"
+#include "engines/generate/speech_processor.h"
 #include "engines/generate/vision_processor.h"
 #include "serving/config.h"
 #include "serving/engine.h"
@@ -31,7 +33,9 @@ class GenerateFrontend final : public serving::Frontend {
   // top_p, top_k, min_p, repetition_penalty). Knob `max_model_len` lowers the context length.
   // A VLM (model_type "llava" / "idefics3") also loads its VisionProcessor (its knobs:
   // VisionProcessor::knob_names()) and prefers the processor's chat template
-  // (chat_template.jinja / chat_template.json) to the tokenizer's.
+  // (chat_template.jinja / chat_template.json) to the tokenizer's. A Whisper model (model_type
+  // "whisper") loads its SpeechProcessor instead of a chat template; its context length is
+  // config.json's max_target_positions (transformers' default 448 when absent).
   static Result<std::shared_ptr<const GenerateFrontend>> load(const serving::DeploymentConfig& config);
 
   const text::Tokenizer& tokenizer() const { return tokenizer_; }
@@ -70,6 +74,10 @@ class GenerateFrontend final : public serving::Frontend {
   // families); null for a text-only LLM. Its image_token_id() marks the prompt positions the
   // engine fills with the media's rows.
   const VisionProcessor* vision() const { return vision_.get(); }
+  // The speech side of an encoder-decoder speech model (Whisper: its tokens, prompts, logit
+  // rules and segment parsing); null for other models. The engine then encodes each
+  // request's GenerateInput::audio.
+  const SpeechProcessor* speech() const { return speech_.get(); }
 
  private:
   text::Tokenizer tokenizer_;
@@ -79,6 +87,7 @@ class GenerateFrontend final : public serving::Frontend {
   std::vector<int32_t> eos_ids_;
   SamplingParams defaults_;
   std::unique_ptr<const VisionProcessor> vision_;
+  std::unique_ptr<const SpeechProcessor> speech_;  // reads tokenizer_ (declared before it)
 };
 
 }  // namespace prism::engines::generate

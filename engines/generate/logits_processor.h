@@ -3,8 +3,12 @@
 // language picked among language tokens). It runs on each row before the sampler (so the
 // reported logprobs are those of the processed row, as Whisper computes avg_logprob) and may
 // set logits to -inf; a row it leaves with one finite entry forces that token. The engine
-// makes one per choice from GenerateInput::logits_processor and calls it on its thread only.
-// Requests with a processor are never speculated.
+// makes one per choice from GenerateInput::logits_processor (forks get their own, made when
+// choice 0's prefill ends) and calls it from its step only: never two calls on one processor
+// at once, but the processors of different choices may run at the same time (the sampling
+// pass is parallel over sequences), so processors must share nothing mutable. Requests with a
+// processor are never speculated; requests whose processor probes a row bypass prefix-cache
+// lookups (a hit would skip the row).
 #pragma once
 
 #include <cstdint>
@@ -23,8 +27,9 @@ class LogitsProcessor {
 
   // A prompt position whose next-token logits the processor wants to see (Whisper's
   // no-speech probability is read at the start-of-transcript token), or -1. The engine adds
-  // that row to the step that prefills it and calls probe() with it before any process();
-  // again, with the same values, if the prompt is recomputed after a preemption.
+  // that row to the step that prefills it and calls probe() with it (the raw row) before any
+  // process(); again, with the same values, if the prompt is recomputed after a preemption.
+  // Only choice 0's processor is asked. A position past the prompt fails the request.
   virtual int64_t probe_position() const { return -1; }
   virtual void probe(std::span<const float> logits) { (void)logits; }
 };

@@ -1,11 +1,14 @@
 // engines/generate/register_generate_engine.cpp: task "chat" = GenerateFrontend + the generate
-// engine over models/llama, or over the two halves of a vision-language model (models/vlm).
+// engine over models/llama, or over the two halves of a vision-language model (models/vlm);
+// task "transcribe" = the same frontend (with its SpeechProcessor) and engine over the two
+// halves of Whisper (models/whisper).
 // Apart from generate_engine.cpp so that a test linking the engine over fakes does not pull in
 // the model code.
 #include "engines/generate/generate_engine.h"
 #include "engines/generate/generate_engine_factory.h"
 #include "models/llama/llama.h"
 #include "models/vlm/vision_language.h"
+#include "models/whisper/whisper.h"
 
 namespace prism::engines::generate {
 
@@ -22,6 +25,18 @@ void register_generate_engine(serving::EngineFactories& factories) {
   };
   factories.add("chat", serving::EngineKind(generate_engine_factory(std::move(loader), std::move(media_loader)),
                                             generate_frontend_factory()));
+
+  DecoderLoader whisper_decoder = [](const serving::DeploymentConfig& config,
+                                     ops::Precision precision) -> Result<std::unique_ptr<models::Decoder>> {
+    return models::load_whisper_decoder(config.model, precision);
+  };
+  SpeechEncoderLoader whisper_encoder = [](const serving::DeploymentConfig& config,
+                                           ops::Precision precision) -> Result<std::unique_ptr<models::SpeechEncoder>> {
+    return models::load_whisper_encoder(config.model, precision);
+  };
+  factories.add("transcribe",
+                serving::EngineKind(generate_engine_factory(std::move(whisper_decoder), {}, std::move(whisper_encoder)),
+                                    generate_frontend_factory()));
 }
 
 }  // namespace prism::engines::generate

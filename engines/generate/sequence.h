@@ -15,8 +15,10 @@
 #include "engines/generate/detokenizer.h"
 #include "engines/generate/generate_payload.h"
 #include "engines/generate/kv_block_pool.h"
+#include "engines/generate/logits_processor.h"
 #include "engines/generate/media_rows.h"
 #include "engines/generate/sampler.h"
+#include "models/speech_encoder.h"
 #include "serving/request.h"
 
 namespace prism::engines::generate {
@@ -37,6 +39,7 @@ struct Sequence {
   std::vector<int32_t> draft;           // this step's draft tokens
 
   std::unique_ptr<SequenceSampler> sampler;
+  std::unique_ptr<LogitsProcessor> processor;  // GenerateInput::logits_processor's for this choice, or null
   std::unique_ptr<IncrementalDetokenizer> detokenizer;
   ChoiceDelta output;          // the whole choice so far
   size_t streamed_text = 0;    // bytes of output.text already streamed
@@ -65,6 +68,11 @@ struct RequestState {
   std::vector<float> media_rows;  // [media.num_rows(), hidden] f32, or empty
   std::vector<char> media_held;   // per item
   int64_t encoded_media = 0;      // items the encoder ran for on behalf of this request
+  // Speech prompts: the audio segment's cross-attention memory, encoded when the request is
+  // first admitted. NOTE: held until the request ends (a preempted choice is recomputed
+  // against it, never re-encoded); every choice's sequences pass it to the decoder.
+  std::shared_ptr<const models::CrossKv> cross;
+  int64_t probe_position = -1;    // choice 0's processor's probe row (a prompt position), or -1
   bool scheduled = false;         // first scheduled (queue time observed)
   bool first_token = false;       // first token produced (TTFT observed)
 };

@@ -4,9 +4,12 @@
 // a wrong block table, slot, position, chunk boundary or prefix-cache hit changes the output;
 // its logits peak on a known function of that context. A row given by input_embeddings (token
 // id -1: a media row) is cached as -media_row_code(row), so the context, and the output,
-// depend on the exact rows the engine spliced in. Also a gate that holds forward calls,
-// a log of what the decoder computed, and a writer of small model directories (config.json +
-// the real GPT-2 tokenizer from ../shared/testdata).
+// depend on the exact rows the engine spliced in. As an encoder-decoder decoder (Options::cross)
+// it reads batch.cross: each sequence's context starts with the marker of the memory it was
+// given, so a sequence handed another request's audio (or none) produces other tokens. A fake
+// models::SpeechEncoder makes those memories (the marker: a hash of the segment's features).
+// Also a gate that holds forward calls, a log of what the decoder computed, and a writer of
+// small model directories (config.json + the real GPT-2 tokenizer from ../shared/testdata).
 #pragma once
 
 #include <atomic>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "models/decoder.h"
+#include "models/speech_encoder.h"
 #include "test_util/call_gate.h"
 #include "test_util/paths.h"
 
@@ -75,6 +79,11 @@ inline int32_t media_row_code(std::span<const float> row) {
   return int32_t(1 + (h >> 20) % (1u << 20));
 }
 
+// The marker a FakeSpeechEncoder gives a segment: a hash of its features in [1, 2^20] (every
+// value of its memory), and what a cross-reading FakeDecoder puts first in the context.
+inline int32_t cross_marker(std::span<const float> segment_features) { return media_row_code(segment_features); }
+inline int32_t cross_context_code(int32_t marker) { return -(int32_t(1) << 21) - marker; }
+
 // What the fake computed, shared with the test thread.
 struct DecodeStats {
   std::atomic<int64_t> forwards{0};
@@ -96,6 +105,9 @@ class FakeDecoder final : public models::Decoder {
     std::shared_ptr<CallGate> gate;
     int32_t poison_token = -1;  // a forward over this id (>= 0) throws (a failing model)
     int64_t vocab = kFakeVocab;
+    // Encoder-decoder: every forward needs batch.cross[s] for each sequence s (a
+    // FakeSpeechEncoder memory); its marker leads the sequence's context.
+    bool cross = false;
   };
   explicit FakeDecoder(Options o) : o_(std::move(o)) {
     if (!o_.next) o_.next = hashed_next_token;
@@ -115,6 +127,20 @@ class FakeDecoder final : public models::Decoder {
     for (int64_t t = 0; t < T; ++t)
       if (o_.poison_token >= 0 && ids[t] == o_.poison_token) throw std::runtime_error("fake decoder: poisoned token");
     if (int64_t(kv.size()) != o_.num_layers) throw std::runtime_error("fake decoder: wrong number of KV layers");
+    std::vector<int32_t> markers;  // per sequence
+    if (o_.cross) {
+      if (int64_t(b.cross.size()) != S) throw std::runtime_error("fake decoder: batch.cross is not one per sequence");
+      for (const models::CrossKv* c : b.cross) {
+        if (c == nullptr || c->k.empty() || c->k.size() != c->v.size() || c->k[0].size(0) != c->frames)
+          throw std::runtime_error("fake decoder: a sequence without a well-formed cross-attention memory");
+        const float marker = c->k[0].data<float>()[0];
+        for (size_t l = 0; l < c->k.size(); ++l)
+          for (const Tensor* t : {&c->k[l], &c->v[l]})
+            for (int64_t i = 0; i < t->numel(); ++i)
+              if (t->data<float>()[i] != marker) throw std::runtime_error("fake decoder: a corrupt cross memory");
+        markers.push_back(int32_t(marker));
+      }
+    }
     // Token ids, or the codes of the media rows where the id is -1.
     std::vector<float> keys(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) {
@@ -155,6 +181,7 @@ class FakeDecoder final : public models::Decoder {
       const int64_t q_len = cu[s + 1] - cu[s];
       const int64_t visible = ctx[s] - (q_len - 1 - (rows[r] - cu[s]));
       context.clear();
+      if (o_.cross) context.push_back(cross_context_code(markers[size_t(s)]));
       for (int64_t p = 0; p < visible; ++p) {
         const int64_t block = tables[s * max_blocks + p / bs];
         const int64_t slot = block * bs + p % bs;
@@ -187,6 +214,68 @@ class FakeDecoder final : public models::Decoder {
   int64_t max_context() const override { return o_.max_context; }
   int64_t weight_bytes() const override { return 1000; }
   double flops(int64_t tokens, int64_t context) const override { return double(tokens) * 100.0; }
+
+ private:
+  Options o_;
+};
+
+// What a FakeSpeechEncoder encoded, shared with the test thread.
+struct SpeechEncodeLog {
+  std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> segments{0};
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> call_shapes;  // (segments, frames) of each call, in order
+};
+
+// A speech encoder whose memory of a segment holds its marker (cross_marker of its features)
+// in every value: [frames / 2, 1, 1] per layer, drawn from the caller's arena when one is
+// active (as real activations are). Throws on a segment whose first value is `poison`.
+class FakeSpeechEncoder final : public models::SpeechEncoder {
+ public:
+  struct Options {
+    int64_t num_mel_bins = 80;
+    int64_t input_frames = 20;
+    int num_layers = 2;
+    std::shared_ptr<SpeechEncodeLog> log;
+    float poison = 0.0f;  // != 0: a segment starting with this value fails the call
+  };
+  explicit FakeSpeechEncoder(Options o) : o_(std::move(o)) {}
+
+  std::vector<std::shared_ptr<const models::CrossKv>> encode(const Tensor& features) const override {
+    if (features.dim() != 3 || features.size(1) != o_.num_mel_bins)
+      throw std::runtime_error("fake speech encoder: features are not [B, mels, F]");
+    const int64_t B = features.size(0), F = features.size(2);
+    if (F % 2 != 0 || F > o_.input_frames) throw std::runtime_error("fake speech encoder: bad frame count");
+    const int64_t per = o_.num_mel_bins * F;
+    std::vector<std::shared_ptr<const models::CrossKv>> out;
+    for (int64_t b = 0; b < B; ++b) {
+      const std::span<const float> segment(features.data<float>() + b * per, size_t(per));
+      if (o_.poison != 0.0f && segment[0] == o_.poison)
+        throw std::runtime_error("fake speech encoder: poisoned segment");
+      const float marker = float(cross_marker(segment));
+      auto c = std::make_shared<models::CrossKv>();
+      c->frames = F / 2;
+      for (int l = 0; l < o_.num_layers; ++l) {
+        for (std::vector<Tensor>* kv : {&c->k, &c->v}) {
+          Tensor t = Tensor::empty({F / 2, 1, 1}, DType::f32);
+          std::fill(t.data<float>(), t.data<float>() + t.numel(), marker);
+          kv->push_back(t);
+        }
+      }
+      out.push_back(std::move(c));
+    }
+    if (o_.log) {
+      ++o_.log->calls;
+      o_.log->segments += B;
+      std::lock_guard lock(o_.log->mu);
+      o_.log->call_shapes.emplace_back(B, F);
+    }
+    return out;
+  }
+  int64_t num_mel_bins() const override { return o_.num_mel_bins; }
+  int64_t input_frames() const override { return o_.input_frames; }
+  int64_t output_frames() const override { return o_.input_frames / 2; }
+  double flops_per_segment() const override { return 1000.0; }
 
  private:
   Options o_;
