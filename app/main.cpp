@@ -12,6 +12,7 @@
 #include "app/commands.h"
 #include "app/demo.h"
 #include "app/embed.h"
+#include "app/transcribe.h"
 #include "app/embed_queue.h"
 #include "app/search.h"
 #include "app/serve.h"
@@ -90,9 +91,11 @@ int main(int argc, char** argv) {
   prism::app::SearchOptions search_options;
   CLI::App* search = prism::app::add_search_command(app, search_options);
   std::unique_ptr<prism::app::BenchCommand> bench = prism::app::add_bench_command(app);
+  prism::app::TranscribeCommandOptions transcribe_options;
+  CLI::App* transcribe = prism::app::add_transcribe_command(app, transcribe_options);
 
   // Commands of later issues: each says it does not exist yet and exits non-zero.
-  for (const char* name : {"chat", "transcribe", "speak", "tune"}) {
+  for (const char* name : {"chat", "speak", "tune"}) {
     app.add_subcommand(name, "(not available yet)")->allow_extras();
   }
 
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
   if (embed_queue.command->parsed()) return prism::app::run_embed_queue(embed_queue, embed_queue_options);
   if (search->parsed()) return prism::app::run_search(search_options);
   if (bench->parsed()) return prism::app::run_bench(*bench);
+  if (transcribe->parsed()) return prism::app::run_transcribe(transcribe_options);
   const std::string name = app.get_subcommands().front()->get_name();
   std::fprintf(stderr, "prism: '%s' is not available yet in this build (see README: What works)\n",
                name.c_str());

@@ -9,20 +9,24 @@
 #include <climits>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "api/http_server.h"
 #include "api/router.h"
+#include "api/routes/audio_transcriptions.h"
 #include "api/routes/chat_completions.h"
 #include "api/routes/completions.h"
 #include "api/routes/echo.h"
 #include "api/routes/embeddings.h"
 #include "api/routes/search.h"
 #include "api/routes/operational.h"
+#include "api/routes/realtime.h"
 #include "app/demo.h"
 #include "base/log.h"
 #include "engines/encode/embed_engine.h"
 #include "engines/encode/media_cache.h"
 #include "engines/generate/generate_engine.h"
+#include "engines/transcribe/asr_service.h"
 #include "runtime/cpu_features.h"
 #include "runtime/threads.h"
 #include "serving/deployment_set.h"
@@ -149,6 +153,10 @@ int run_serve(const ServeOptions& options) {
   serving::register_process_metrics(metrics);
   serving::DeploymentSet deployments(metrics);
   if (Status s = deployments.add_all(config, engines); !s.ok()) return fail(s.message());
+  // The speech side of transcribe deployments (live schedulers): stopped before the
+  // deployments are (reset below), so no live stream submits to a stopping deployment.
+  std::optional<prism::engines::transcribe::AsrServices> asr_services(std::in_place, deployments);
+  prism::engines::transcribe::AsrServices& asr = *asr_services;
 
   api::Router router;
   const int64_t now_s =
@@ -159,6 +167,8 @@ int run_serve(const ServeOptions& options) {
   api::add_chat_completions_routes(router, deployments);
   api::add_completions_routes(router, deployments);
   if (Status s = api::add_search_routes(router, deployments); !s.ok()) return fail(s.message());
+  api::add_realtime_routes(router, asr);
+  api::add_audio_routes(router, deployments, asr);
   api::HttpServer server(http_options(config.server), std::move(router));
 
   deployments.start_all();
@@ -183,6 +193,7 @@ int run_serve(const ServeOptions& options) {
   // in flight still reach the running deployments. Once it returns no client is left, so
   // what still waits in a queue is dropped at once (a batch in an engine still finishes).
   Status run = server.run();
+  asr_services.reset();
   deployments.stop_all(std::chrono::milliseconds(0));
   if (!run.ok()) return fail(run.message());
   PRISM_LOG_INFO("stopped");

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engines/generate/speech_processor.h"
+
 namespace prism::api {
 
 namespace {
@@ -82,39 +84,6 @@ std::pair<double, double> cue_times(const Segment& s) {
   const double end = std::isfinite(s.end) ? std::max(start, s.end) : start;
   return {start, end};
 }
-
-struct LanguageName {
-  std::string_view code, name;
-};
-
-// openai/whisper's LANGUAGES (tokenizer.py), in token order.
-constexpr LanguageName kLanguageNames[] = {
-    {"en", "english"},     {"zh", "chinese"},     {"de", "german"},        {"es", "spanish"},
-    {"ru", "russian"},     {"ko", "korean"},      {"fr", "french"},        {"ja", "japanese"},
-    {"pt", "portuguese"},  {"tr", "turkish"},     {"pl", "polish"},        {"ca", "catalan"},
-    {"nl", "dutch"},       {"ar", "arabic"},      {"sv", "swedish"},       {"it", "italian"},
-    {"id", "indonesian"},  {"hi", "hindi"},       {"fi", "finnish"},       {"vi", "vietnamese"},
-    {"he", "hebrew"},      {"uk", "ukrainian"},   {"el", "greek"},         {"ms", "malay"},
-    {"cs", "czech"},       {"ro", "romanian"},    {"da", "danish"},        {"hu", "hungarian"},
-    {"ta", "tamil"},       {"no", "norwegian"},   {"th", "thai"},          {"ur", "urdu"},
-    {"hr", "croatian"},    {"bg", "bulgarian"},   {"lt", "lithuanian"},    {"la", "latin"},
-    {"mi", "maori"},       {"ml", "malayalam"},   {"cy", "welsh"},         {"sk", "slovak"},
-    {"te", "telugu"},      {"fa", "persian"},     {"lv", "latvian"},       {"bn", "bengali"},
-    {"sr", "serbian"},     {"az", "azerbaijani"}, {"sl", "slovenian"},     {"kn", "kannada"},
-    {"et", "estonian"},    {"mk", "macedonian"},  {"br", "breton"},        {"eu", "basque"},
-    {"is", "icelandic"},   {"hy", "armenian"},    {"ne", "nepali"},        {"mn", "mongolian"},
-    {"bs", "bosnian"},     {"kk", "kazakh"},      {"sq", "albanian"},      {"sw", "swahili"},
-    {"gl", "galician"},    {"mr", "marathi"},     {"pa", "punjabi"},       {"si", "sinhala"},
-    {"km", "khmer"},       {"sn", "shona"},       {"yo", "yoruba"},        {"so", "somali"},
-    {"af", "afrikaans"},   {"oc", "occitan"},     {"ka", "georgian"},      {"be", "belarusian"},
-    {"tg", "tajik"},       {"sd", "sindhi"},      {"gu", "gujarati"},      {"am", "amharic"},
-    {"yi", "yiddish"},     {"lo", "lao"},         {"uz", "uzbek"},         {"fo", "faroese"},
-    {"ht", "haitian creole"}, {"ps", "pashto"},   {"tk", "turkmen"},       {"nn", "nynorsk"},
-    {"mt", "maltese"},     {"sa", "sanskrit"},    {"lb", "luxembourgish"}, {"my", "myanmar"},
-    {"bo", "tibetan"},     {"tl", "tagalog"},     {"mg", "malagasy"},      {"as", "assamese"},
-    {"tt", "tatar"},       {"haw", "hawaiian"},   {"ln", "lingala"},       {"ha", "hausa"},
-    {"ba", "bashkir"},     {"jw", "javanese"},    {"su", "sundanese"},     {"yue", "cantonese"},
-};
 
 }  // namespace
 
@@ -239,11 +208,7 @@ int64_t billed_seconds(double seconds) {
   return static_cast<int64_t>(std::ceil(seconds - 1e-6));
 }
 
-std::string language_name(std::string_view code) {
-  for (const LanguageName& l : kLanguageNames)
-    if (l.code == code) return std::string(l.name);
-  return std::string(code);
-}
+std::string language_name(std::string_view code) { return engines::generate::SpeechProcessor::language_name(code); }
 
 std::string transcript_delta_event(std::string_view delta) {
   return dump(ojson{{"type", "transcript.text.delta"}, {"delta", delta}});

@@ -273,6 +273,12 @@ void sort_unique(std::vector<int32_t>& ids) {
 
 std::span<const std::string_view> SpeechProcessor::knob_names() { return kKnobNames; }
 
+std::string SpeechProcessor::language_name(std::string_view code) {
+  for (const LanguageName& l : kLanguages)
+    if (l.code == code) return std::string(l.name);
+  return std::string(code);
+}
+
 Result<std::unique_ptr<const SpeechProcessor>> SpeechProcessor::load(const std::string& model_dir,
                                                                      const text::Tokenizer& tokenizer) {
   const fs::path dir(model_dir);

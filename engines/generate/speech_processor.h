@@ -72,6 +72,8 @@ class SpeechProcessor {
   // English-only model, anything but "en"). Accepts codes ("en"), whisper's names and aliases
   // ("english", "castilian"), any case, and a region suffix ("en-US"); returns the code.
   Result<std::string> check_language(std::string_view language) const;
+  // openai/whisper's name of a language code ("en" → "english"); the code itself when unknown.
+  static std::string language_name(std::string_view code);
   // The model's language tokens (code, id) in id order; empty for an English-only model.
   const std::vector<std::pair<std::string, int32_t>>& languages() const { return languages_; }
 
