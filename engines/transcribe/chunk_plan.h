@@ -20,7 +20,9 @@ struct Chunk {
   std::vector<media::SpeechSpan> spans;  // the speech spans (or span pieces) it holds, in order
 };
 
-// spans: ascending, disjoint (media::speech_spans). max_chunk_samples > 0. Chunks ascending.
+// spans: ascending, disjoint (media::speech_spans); empty ones (end <= start) hold no audio
+// and are skipped. max_chunk_samples > 0. Chunks ascending, disjoint, each at most
+// max_chunk_samples long.
 std::vector<Chunk> plan_chunks(std::span<const media::SpeechSpan> spans, int64_t max_chunk_samples);
 
 }  // namespace prism::engines::transcribe

@@ -17,15 +17,16 @@ struct QualityThresholds {
   float no_speech = 0.6f;
 };
 
-// len(utf8) / len(zlib.compress(utf8)) as whisper computes it (zlib level 9 is what
-// Python's zlib.compress uses by default: level -1 = 6; use the same as Python: 6). Empty → 0.
+// len(utf8) / len(zlib.compress(utf8)) as whisper computes it: Python's zlib.compress at its
+// default level (Z_DEFAULT_COMPRESSION, i.e. 6), so the values are identical. Empty → 0.
 float compression_ratio(std::string_view text);
 
 enum class Verdict : uint8_t { ok, silence, failed };
 
 Verdict judge(float compression_ratio, float avg_logprob, float no_speech_prob, const QualityThresholds& t = {});
 
-// The temperatures after `t` in Whisper's ladder (0, 0.2, 0.4, 0.6, 0.8, 1.0); empty at 1.0.
+// The temperatures after `t` in Whisper's ladder (0, 0.2, 0.4, 0.6, 0.8, 1.0), ascending;
+// empty at 1.0 and above. A `t` between steps (0.3) continues at the next step (0.4).
 std::vector<float> fallback_after(float t);
 
 }  // namespace prism::engines::transcribe

@@ -19,6 +19,9 @@ struct TranscribeOptions {
   // OpenAI `temperature`: 0 (the default) decodes greedily and falls back through 0.2, 0.4, ...
   // 1.0 for chunks that fail the checks (quality.h); a positive value starts there.
   float temperature = 0.0f;
+  // false: one decode per chunk at `temperature`, whatever its checks say (benchmarks with
+  // random weights, whose decodes would all fail them).
+  bool temperature_fallback = true;
   bool timestamps = true;  // segment timestamps (<|notimestamps|> when false: one segment a chunk)
   // Fixed decode length for benchmarks with random weights: stop after exactly this many
   // tokens per chunk (ignore end-of-text); 0 = the model decides.

@@ -1,13 +1,16 @@
 // engines/transcribe/transcription.h: one long-form transcription, orchestrated over a
 // deployment's generate engine. Audio → VAD spans → chunks of at most asr_chunk_seconds
-// (chunk_plan.h) → one decode request per chunk, all submitted at once so the engine decodes
-// every chunk of every request in the same continuous batches (no request waits behind a
-// longer one) → each completed chunk judged (quality.h): silence dropped, failures decoded
-// again at the next temperature, only those → segments mapped back to the original time and
-// stitched in time order. Segments are reported as soon as every earlier chunk is final, so
-// a stream of deltas stays in order. Sequential mode (knob asr_parallel_chunks = false,
-// benchmarks' baseline) submits chunk k + 1 when chunk k is final, conditioned on its text,
-// as openai/whisper's transcribe() does.
+// (chunk_plan.h) → one decode request per chunk, submitted together (up to the engine's
+// capacity, then one as each completes) so the engine decodes the chunks of every request in
+// the same continuous batches (no request waits behind a longer one) → each completed chunk
+// judged (quality.h): silence dropped, failures decoded again at the next temperature, only
+// those (a chunk failing at every temperature keeps its best attempt: faster-whisper's
+// highest avg_logprob within the compression-ratio threshold) → segments mapped back to the
+// original time, clipped to their chunk and stitched in time order (blank ones left out).
+// Segments are reported as soon as every earlier chunk is final, so a stream of deltas stays
+// in order. Sequential mode (knob asr_parallel_chunks = false, benchmarks' baseline) submits
+// chunk k + 1 when chunk k is final, conditioned on the text before it, as openai/whisper's
+// transcribe() does.
 #pragma once
 
 #include <functional>
@@ -28,6 +31,12 @@ struct TranscribeSettings {
   double chunk_seconds = 30.0;   // knob asr_chunk_seconds: 1..30
   bool parallel_chunks = true;   // knob asr_parallel_chunks
   double max_audio_seconds = 3 * 3600;  // knob max_audio_seconds
+  // Parallel mode: chunks of one transcription queued or running at once (0: all of them).
+  // AsrServices sets the engine's capacity (batching.max_batch_size × replicas): a long file
+  // then fills the batch, but its remaining chunks wait here, not in the deployment's FIFO
+  // queue, so another request's chunks take the next free sequence slot instead of waiting
+  // behind every chunk of the long one. Not a knob.
+  int max_chunks_in_flight = 0;
   VadSettings vad;
   static Result<TranscribeSettings> from_knobs(const serving::Knobs& knobs);
   static std::vector<std::string> knob_names();  // these and VadSettings'
@@ -69,8 +78,9 @@ class Transcription : public std::enable_shared_from_this<Transcription> {
   // caller's, for errors found before any submit): keep them short.
   static std::shared_ptr<Transcription> start(TranscriptionContext context, std::vector<float> samples,
                                               TranscribeOptions options, TranscriptionEvents events);
-  // Cancels every chunk request still running; on_done gets cancelled.
-  void cancel();
+  // Cancels every chunk request still running; on_done gets cancelled (unless it already ran).
+  // Any thread, any number of times.
+  virtual void cancel() = 0;
 
   virtual ~Transcription() = default;
 

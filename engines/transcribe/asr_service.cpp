@@ -1,0 +1,58 @@
+// engines/transcribe/asr_service.cpp: a transcribe deployment's speech context, built once on
+// first use and shared. It must not hold its lock across anything slow but the one build
+// (loading a Silero file: milliseconds), nor keep a failed build (the next call tries again).
+#include "engines/transcribe/asr_service.h"
+
+#include <algorithm>
+
+#include "engines/generate/generate_frontend.h"
+
+namespace prism::engines::transcribe {
+namespace {
+
+Result<std::shared_ptr<AsrService>> build_service(serving::Deployment& deployment, serving::MetricsRegistry& registry) {
+  const std::string& name = deployment.name();
+  const std::string not_speech = "model '" + name + "' is not a speech recognition model";
+  if (deployment.config().task != "transcribe") return invalid_argument(not_speech);
+  if (!deployment.ready()) return unavailable("model '" + name + "' is not ready");
+  auto frontend = std::dynamic_pointer_cast<const generate::GenerateFrontend>(deployment.frontend());
+  if (!frontend || frontend->speech() == nullptr) return invalid_argument(not_speech);
+
+  const serving::Knobs& knobs = deployment.config().knobs;
+  auto service = std::make_shared<AsrService>();
+  service->deployment = &deployment;
+  TranscriptionContext& context = service->context;
+  context.frontend = std::move(frontend);
+  PRISM_ASSIGN_OR_RETURN(context.settings, TranscribeSettings::from_knobs(knobs));
+  const serving::DeploymentConfig& config = deployment.config();
+  context.settings.max_chunks_in_flight = std::max(1, config.batching.max_batch_size) * std::max(1, config.replicas);
+  PRISM_ASSIGN_OR_RETURN(context.vad, VoiceActivity::load(context.settings.vad));
+  context.metrics = std::make_shared<AsrMetrics>(registry, serving::Labels{{"deployment", name},
+                                                                           {"modality", deployment.modality()}});
+  serving::Deployment* dep = &deployment;  // the set outlives its services (see the header)
+  context.submit = [dep](serving::RequestPtr r) { return dep->submit(std::move(r)); };
+  PRISM_ASSIGN_OR_RETURN(const LiveSettings live, LiveSettings::from_knobs(knobs));
+  service->live = LiveScheduler::create(context, live);
+  return service;
+}
+
+}  // namespace
+
+AsrServices::AsrServices(serving::DeploymentSet& deployments) : deployments_(deployments) {}
+
+AsrServices::~AsrServices() {
+  std::lock_guard lock(mu_);
+  for (auto& [name, service] : services_)
+    if (service->live) service->live->stop();
+}
+
+Result<std::shared_ptr<AsrService>> AsrServices::find(std::string_view model) {
+  std::lock_guard lock(mu_);
+  if (auto it = services_.find(model); it != services_.end()) return it->second;
+  PRISM_ASSIGN_OR_RETURN(serving::Deployment * deployment, deployments_.find(model));
+  PRISM_ASSIGN_OR_RETURN(std::shared_ptr<AsrService> service, build_service(*deployment, deployments_.metrics()));
+  services_.emplace(std::string(model), service);
+  return service;
+}
+
+}  // namespace prism::engines::transcribe
