@@ -33,13 +33,22 @@ struct Audio {
 
 // invalid_argument with a predicate message for bad input, naming which: "is empty",
 // "is not audio that can be decoded (...)" (unsupported or unknown container), "is corrupt:
-// ..." (the decoder failed part way), "is 4000.0 s long, more than the limit of 3600 s",
-// "has no audio stream", "is 12 bytes larger than the limit ...". Never crashes on any input.
+// ..." (the container cannot be read, nothing decodes, more than a tenth of the packets fail,
+// or "its audio ends at 2.7 s, but its header states 11.0 s (cut short or damaged)"), "is
+// 4000.0 s long, more than the limit of 3600 s" (a stated length, before decoding), "is
+// longer than the limit of 3600 s" (no stated length: while decoding), "is 0.3 s long, less
+// than the minimum of 1 s", "has no audio stream", "is 300000000 bytes, more than the limit of
+// 268435456 bytes". Never crashes on any input.
+// Damage: a damaged packet is skipped (as FFmpeg's tools do). A file cut short whose header
+// states its length is corrupt; one that states none decodes to the audio it holds: a WebM
+// or MP3 stream, and any WAV (libsndfile takes a WAV's length from the file's size: streamed
+// WAVs leave placeholders in the header).
+// Thread-safe; one decoder thread (no pool of its own).
 Result<Audio> decode_audio(std::span<const uint8_t> bytes, const AudioLimits& limits = {});
 
 // Interleaved frames of `channels` channels at `rate` → mono at kSpeechSampleRate (mean of the
-// channels, then soxr). rate 16000 and 1 channel copies. invalid_argument for rate <= 0 or
-// channels <= 0.
+// channels, then soxr). rate 16000 and 1 channel copies. Non-finite samples count as 0.
+// invalid_argument for rate <= 0, channels <= 0, or a size that is not whole frames.
 Result<std::vector<float>> to_speech_rate(std::span<const float> interleaved, int rate, int channels);
 
 // Little-endian PCM16 mono (the Realtime API's audio/pcm) → floats in [-1, 1) at
