@@ -72,12 +72,19 @@ Result<Audio> decode_audio(std::span<const uint8_t> bytes, const AudioLimits& li
   }
   std::optional<Audio> audio;
   if (is_sndfile_container(bytes)) {
+    // NOTE: Ogg files are read by FFmpeg's demuxer first, for two reasons. libsndfile's
+    // length of an Ogg file is as far as its own scan got (it stops at a damaged page, as its
+    // decoder does), so its audio can look whole: the length the file states is its last
+    // page's granule position, which FFmpeg reads. And libsndfile 1.2 leaks libvorbis's
+    // state when a Vorbis header fails to parse: a file FFmpeg cannot open is never given to
+    // it. Audio short of the stated length goes to FFmpeg, which says what is wrong.
+    const bool ogg = starts_with(bytes, 0, "OggS");
+    double ogg_seconds = 0;
+    if (ogg) {
+      PRISM_ASSIGN_OR_RETURN(ogg_seconds, ffmpeg_stated_seconds(bytes));
+    }
     PRISM_ASSIGN_OR_RETURN(audio, decode_with_sndfile(bytes, limits));
-    // NOTE: libsndfile's length of an Ogg file is as far as its own scan got (it stops at a
-    // damaged page, as its decoder does), so its audio can look whole. The length the
-    // file states is its last page's granule position, which FFmpeg's demuxer reads: audio
-    // short of that goes to FFmpeg, which says what is wrong.
-    if (audio && audio->format == "ogg" && ends_short(audio->seconds(), ffmpeg_stated_seconds(bytes))) audio.reset();
+    if (audio && ogg && ends_short(audio->seconds(), ogg_seconds)) audio.reset();
   }
   if (!audio) {
     PRISM_ASSIGN_OR_RETURN(audio, decode_with_ffmpeg(bytes, limits));

@@ -26,9 +26,10 @@ Result<std::optional<Audio>> decode_with_sndfile(std::span<const uint8_t> bytes,
 Result<Audio> decode_with_ffmpeg(std::span<const uint8_t> bytes, const AudioLimits& limits);
 
 // The audio stream's length as FFmpeg's demuxer reads it from the header (an Ogg file's last
-// granule position, an MP3's LAME header, an mp4's index); 0 when it states none or FFmpeg
-// cannot read the bytes. Reads the header only (and the last page of an Ogg file).
-double ffmpeg_stated_seconds(std::span<const uint8_t> bytes);
+// granule position, an MP3's LAME header, an mp4's index); 0 when it states none. The errors
+// of decode_with_ffmpeg when FFmpeg cannot open the bytes or they hold no audio stream. Reads
+// the header and the first packets only (and the last page of an Ogg file).
+Result<double> ffmpeg_stated_seconds(std::span<const uint8_t> bytes);
 
 // "is 4000.0 s long, more than the limit of 3600 s" when a stated length passes the limit.
 Status check_stated_seconds(double seconds, const AudioLimits& limits);

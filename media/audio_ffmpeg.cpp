@@ -390,13 +390,14 @@ int find_audio_stream(AVFormatContext* fmt) { return av_find_best_stream(fmt, AV
 
 }  // namespace
 
-double ffmpeg_stated_seconds(std::span<const uint8_t> bytes) {
+Result<double> ffmpeg_stated_seconds(std::span<const uint8_t> bytes) {
   route_ffmpeg_log();
-  Result<std::unique_ptr<Demuxer>> demuxer = open_demuxer(bytes);
-  if (!demuxer.has_value() || !find_stream_info((*demuxer)->fmt).ok()) return 0;
-  AVFormatContext* fmt = (*demuxer)->fmt;
+  PRISM_ASSIGN_OR_RETURN(std::unique_ptr<Demuxer> demuxer, open_demuxer(bytes));
+  AVFormatContext* fmt = demuxer->fmt;
+  PRISM_RETURN_IF_ERROR(find_stream_info(fmt));
   const int stream = find_audio_stream(fmt);
-  return stream < 0 ? 0 : stated_seconds(fmt, fmt->streams[stream]);
+  if (stream < 0) return invalid_argument("has no audio stream");
+  return stated_seconds(fmt, fmt->streams[stream]);
 }
 
 Result<Audio> decode_with_ffmpeg(std::span<const uint8_t> bytes, const AudioLimits& limits) {
