@@ -3,8 +3,8 @@
 // libavformat, libavcodec and libswresample (any sample format → interleaved float).
 // NOTE: nothing here reads outside the caller's bytes: the demuxer reads through an
 // AVIOContext over the span, every nested open (playlists, references to other files) is
-// refused, and only the containers on kAudioDemuxers are demuxed (media/video_decode.cpp
-// does the same for video). One decoder thread: Prism has one compute pool.
+// refused, and only the containers on kAudioDemuxers are demuxed (media/ffmpeg_input.h,
+// shared with media/video_decode.cpp). One decoder thread: Prism has one compute pool.
 // NOTE: damage. A damaged packet is skipped, as FFmpeg's own tools do (an MP3 frame is
 // 26 ms); the file "is corrupt" when nothing decodes or more than kMaxFailedShare of its
 // packets fail. A decoder ends at missing data without an error, and FFmpeg's Ogg demuxer
@@ -13,26 +13,29 @@
 // a stated length (a WebM or MP3 stream) the audio that decodes is all there is to know.
 // Samples are concatenated in decode order: a gap in the timestamps is not filled.
 #include <algorithm>
-#include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
-#include <libavutil/avstring.h>
 #include <libavutil/channel_layout.h>
 #include <libswresample/swresample.h>
 }
 
-#include "base/log.h"
 #include "media/audio_decoders.h"
 #include "media/audio_resample.h"
+#include "media/ffmpeg_input.h"
 
 namespace prism::media {
 namespace {
+
+using detail::av_error_text;
+using detail::DemuxerSpec;
+using detail::MemoryDemuxer;
+using detail::open_memory_demuxer;
+using detail::route_ffmpeg_log;
 
 // Demuxer names (FFmpeg's list syntax) of the containers audio is read from: audio formats
 // and the video containers people upload speech in (OpenAI's list: mp3, mp4, mpeg, mpga,
@@ -43,128 +46,20 @@ constexpr const char* kAudioDemuxers =
 // A probe below this is a guess (random bytes can hold a few MP3 frame headers by chance):
 // FFmpeg's own threshold for reading more before deciding.
 constexpr int kMinProbeScore = AVPROBE_SCORE_RETRY;
-constexpr unsigned kProbeBytes = 5'000'000;          // FFmpeg's default probesize
-constexpr int64_t kAnalyzeMicroseconds = 5'000'000;  // FFmpeg's default max_analyze_duration
-constexpr int kIoBufferBytes = 64 << 10;
 constexpr int64_t kMaxVideoPixels = 8192 * 8192;
 constexpr double kMaxFailedShare = 0.1;
 
-std::string av_error_text(int error) {
-  char text[AV_ERROR_MAX_STRING_SIZE] = {};
-  av_strerror(error, text, sizeof text);
-  return text;
-}
-
-// FFmpeg prints to stderr by default (every corrupt upload would reach the server's log as
-// noise); its messages go to the debug log instead. Process-wide, set once (video_decode.cpp
-// installs the same callback).
-void route_ffmpeg_log() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    av_log_set_callback([](void* avcl, int level, const char* format, va_list args) {
-      if (level > av_log_get_level()) return;
-      char line[1024];
-      int print_prefix = 1;
-      av_log_format_line2(avcl, level, format, args, line, sizeof line, &print_prefix);
-      std::string_view text(line);
-      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
-      if (!text.empty()) PRISM_LOG_DEBUG("ffmpeg: {}", text);
-    });
-  });
-}
-
-// ---- reading from memory ----
-
-struct MemoryInput {
-  const uint8_t* data = nullptr;
-  int64_t size = 0;
-  int64_t pos = 0;
+// What decode_with_ffmpeg admits (media/ffmpeg_input.h) and how its refusals read.
+constexpr DemuxerSpec kAudioSpec{
+    .demuxers = kAudioDemuxers,
+    .min_probe_score = kMinProbeScore,
+    .reader_name = "audio reader",
+    .unknown_format_message = "is not audio that can be decoded (no known audio or video format)",
+    .other_format_prefix = "is not audio that can be decoded (FFmpeg reads it as ",
 };
 
-int read_memory(void* opaque, uint8_t* buffer, int buffer_size) {
-  auto* in = static_cast<MemoryInput*>(opaque);
-  const int64_t n = std::min<int64_t>(buffer_size, in->size - in->pos);
-  if (n <= 0) return AVERROR_EOF;
-  std::memcpy(buffer, in->data + in->pos, static_cast<size_t>(n));
-  in->pos += n;
-  return static_cast<int>(n);
-}
-
-int64_t seek_memory(void* opaque, int64_t offset, int whence) {
-  auto* in = static_cast<MemoryInput*>(opaque);
-  whence &= ~AVSEEK_FORCE;
-  if (whence == AVSEEK_SIZE) return in->size;
-  int64_t base = 0;
-  if (whence == SEEK_CUR) {
-    base = in->pos;
-  } else if (whence == SEEK_END) {
-    base = in->size;
-  } else if (whence != SEEK_SET) {
-    return AVERROR(EINVAL);
-  }
-  int64_t target = 0;
-  if (__builtin_add_overflow(base, offset, &target) || target < 0 || target > in->size) return AVERROR(EINVAL);
-  in->pos = target;
-  return target;
-}
-
-int refuse_nested_open(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) { return AVERROR(EPERM); }
-
-// A demuxer over the caller's bytes. Owns the format and I/O contexts.
-class Demuxer {
- public:
-  Demuxer() = default;
-  Demuxer(const Demuxer&) = delete;
-  Demuxer& operator=(const Demuxer&) = delete;
-  ~Demuxer() {
-    avformat_close_input(&fmt);
-    if (io) {
-      av_freep(&io->buffer);  // NOTE: FFmpeg may have replaced the buffer it was given
-      avio_context_free(&io);
-    }
-  }
-
-  AVFormatContext* fmt = nullptr;
-  AVIOContext* io = nullptr;
-  MemoryInput input;
-};
-
-std::string format_long_name(const AVInputFormat* format) {
-  return format->long_name ? format->long_name : format->name;
-}
-
-Result<std::unique_ptr<Demuxer>> open_demuxer(std::span<const uint8_t> bytes) {
-  auto d = std::make_unique<Demuxer>();
-  d->input = MemoryInput{bytes.data(), static_cast<int64_t>(bytes.size()), 0};
-  auto* buffer = static_cast<uint8_t*>(av_malloc(kIoBufferBytes));
-  if (!buffer) return resource_exhausted("out of memory for the audio reader");
-  d->io = avio_alloc_context(buffer, kIoBufferBytes, 0, &d->input, read_memory, nullptr, seek_memory);
-  if (!d->io) {
-    av_free(buffer);
-    return resource_exhausted("out of memory for the audio reader");
-  }
-  const AVInputFormat* format = nullptr;
-  const int score = av_probe_input_buffer2(d->io, &format, "", nullptr, 0, kProbeBytes);
-  if (score < kMinProbeScore || !format) {
-    return invalid_argument("is not audio that can be decoded (no known audio or video format)");
-  }
-  if (av_match_list(format->name, kAudioDemuxers, ',') <= 0) {
-    return invalid_argument("is not audio that can be decoded (FFmpeg reads it as " + format_long_name(format) + ")");
-  }
-  d->fmt = avformat_alloc_context();
-  if (!d->fmt) return resource_exhausted("out of memory for the audio reader");
-  d->fmt->pb = d->io;
-  d->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
-  d->fmt->probesize = kProbeBytes;
-  d->fmt->max_analyze_duration = kAnalyzeMicroseconds;
-  d->fmt->io_open = refuse_nested_open;
-  d->fmt->format_whitelist = av_strdup(kAudioDemuxers);
-  const int error = avformat_open_input(&d->fmt, nullptr, format, nullptr);  // frees fmt on failure
-  if (error < 0) {
-    return invalid_argument("is corrupt: its " + format_long_name(format) + " container cannot be read (" +
-                            av_error_text(error) + ")");
-  }
-  return d;
+Result<std::unique_ptr<MemoryDemuxer>> open_demuxer(std::span<const uint8_t> bytes) {
+  return open_memory_demuxer(bytes, kAudioSpec);
 }
 
 // Fills the codec parameters by reading the first packets, with one decoder thread. A video
@@ -392,7 +287,7 @@ int find_audio_stream(AVFormatContext* fmt) { return av_find_best_stream(fmt, AV
 
 Result<double> ffmpeg_stated_seconds(std::span<const uint8_t> bytes) {
   route_ffmpeg_log();
-  PRISM_ASSIGN_OR_RETURN(std::unique_ptr<Demuxer> demuxer, open_demuxer(bytes));
+  PRISM_ASSIGN_OR_RETURN(std::unique_ptr<MemoryDemuxer> demuxer, open_demuxer(bytes));
   AVFormatContext* fmt = demuxer->fmt;
   PRISM_RETURN_IF_ERROR(find_stream_info(fmt));
   const int stream = find_audio_stream(fmt);
@@ -402,7 +297,7 @@ Result<double> ffmpeg_stated_seconds(std::span<const uint8_t> bytes) {
 
 Result<Audio> decode_with_ffmpeg(std::span<const uint8_t> bytes, const AudioLimits& limits) {
   route_ffmpeg_log();
-  PRISM_ASSIGN_OR_RETURN(std::unique_ptr<Demuxer> demuxer, open_demuxer(bytes));
+  PRISM_ASSIGN_OR_RETURN(std::unique_ptr<MemoryDemuxer> demuxer, open_demuxer(bytes));
   AVFormatContext* fmt = demuxer->fmt;
   PRISM_RETURN_IF_ERROR(find_stream_info(fmt));
   const int stream = find_audio_stream(fmt);

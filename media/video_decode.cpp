@@ -2,46 +2,44 @@
 // libswscale, from memory. Samples frames by time, converts them to RGB and scales them down.
 // NOTE: nothing here reads outside the caller's bytes: the demuxer reads through an
 // AVIOContext over the span, every nested open (playlists, references to other files) is
-// refused, and only the common video containers are demuxed. Never throws; bad input is an
-// invalid_argument predicate, never a crash. One decoder thread: Prism has one compute pool.
+// refused, and only the common video containers are demuxed (media/ffmpeg_input.h, shared
+// with media/audio_ffmpeg.cpp). Never throws; bad input is an invalid_argument predicate,
+// never a crash. One decoder thread: Prism has one compute pool.
 #include "media/video.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <cstdio>
 #include <limits>
 #include <memory>
-#include <mutex>
+#include <span>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
-#include <libavutil/avstring.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 }
 
-#include "base/log.h"
+#include "media/ffmpeg_input.h"
 
 namespace prism::media {
 namespace {
+
+using detail::av_error_text;
+using detail::DemuxerSpec;
+using detail::MemoryDemuxer;
+using detail::open_memory_demuxer;
+using detail::route_ffmpeg_log;
 
 // Demuxer names (FFmpeg's list syntax) of the containers video is read from: mp4/mov/3gp,
 // mkv/webm, avi, flv, MPEG-TS/PS, ogg, asf/wmv, animated GIF, ivf, nut. Still-image
 // demuxers (image2pipe & co.) are left to decode_image; audio-only formats are refused.
 constexpr const char* kVideoDemuxers = "mov,mp4,matroska,webm,avi,flv,mpegts,mpeg,ogg,asf,gif,ivf,nut";
-constexpr unsigned kProbeBytes = 5'000'000;         // FFmpeg's default probesize
-constexpr int64_t kAnalyzeMicroseconds = 5'000'000;  // FFmpeg's default max_analyze_duration
-constexpr int kIoBufferBytes = 64 << 10;
 // More frames than any model's context holds; a bound on the sampler's own work and memory.
 constexpr int kMaxSampledFrames = 10'000;
-
-std::string av_error_text(int error) {
-  char text[AV_ERROR_MAX_STRING_SIZE] = {};
-  av_strerror(error, text, sizeof text);
-  return text;
-}
 
 std::string seconds_text(double seconds) {
   char text[32];
@@ -55,110 +53,17 @@ std::string limit_text(double value) {
   return text;
 }
 
-// FFmpeg prints to stderr by default (every corrupt upload would reach the server's log as
-// noise); its messages go to the debug log instead. Process-wide, set once.
-void route_ffmpeg_log() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    av_log_set_callback([](void* avcl, int level, const char* format, va_list args) {
-      if (level > av_log_get_level()) return;
-      char line[1024];
-      int print_prefix = 1;
-      av_log_format_line2(avcl, level, format, args, line, sizeof line, &print_prefix);
-      std::string_view text(line);
-      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
-      if (!text.empty()) PRISM_LOG_DEBUG("ffmpeg: {}", text);
-    });
-  });
-}
-
-// ---- reading from memory ----
-
-struct MemoryInput {
-  const uint8_t* data = nullptr;
-  int64_t size = 0;
-  int64_t pos = 0;
+// What decode_video admits (media/ffmpeg_input.h) and how its refusals read.
+constexpr DemuxerSpec kVideoSpec{
+    .demuxers = kVideoDemuxers,
+    .min_probe_score = 0,  // any format the probe finds
+    .reader_name = "video reader",
+    .unknown_format_message = "is not a video FFmpeg can read",
+    .other_format_prefix = "is not a video (FFmpeg reads it as ",
 };
 
-int read_memory(void* opaque, uint8_t* buffer, int buffer_size) {
-  auto* in = static_cast<MemoryInput*>(opaque);
-  const int64_t n = std::min<int64_t>(buffer_size, in->size - in->pos);
-  if (n <= 0) return AVERROR_EOF;
-  std::memcpy(buffer, in->data + in->pos, static_cast<size_t>(n));
-  in->pos += n;
-  return static_cast<int>(n);
-}
-
-int64_t seek_memory(void* opaque, int64_t offset, int whence) {
-  auto* in = static_cast<MemoryInput*>(opaque);
-  whence &= ~AVSEEK_FORCE;
-  if (whence == AVSEEK_SIZE) return in->size;
-  int64_t base = 0;
-  if (whence == SEEK_CUR) {
-    base = in->pos;
-  } else if (whence == SEEK_END) {
-    base = in->size;
-  } else if (whence != SEEK_SET) {
-    return AVERROR(EINVAL);
-  }
-  int64_t target = 0;
-  if (__builtin_add_overflow(base, offset, &target) || target < 0 || target > in->size) return AVERROR(EINVAL);
-  in->pos = target;
-  return target;
-}
-
-int refuse_nested_open(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) { return AVERROR(EPERM); }
-
-// A demuxer over the caller's bytes. Owns the format and I/O contexts.
-class Demuxer {
- public:
-  Demuxer() = default;
-  Demuxer(const Demuxer&) = delete;
-  Demuxer& operator=(const Demuxer&) = delete;
-  ~Demuxer() {
-    avformat_close_input(&fmt);
-    if (io) {
-      av_freep(&io->buffer);  // NOTE: FFmpeg may have replaced the buffer it was given
-      avio_context_free(&io);
-    }
-  }
-
-  AVFormatContext* fmt = nullptr;
-  AVIOContext* io = nullptr;
-  MemoryInput input;
-};
-
-Result<std::unique_ptr<Demuxer>> open_demuxer(std::span<const uint8_t> bytes) {
-  auto d = std::make_unique<Demuxer>();
-  d->input = MemoryInput{bytes.data(), static_cast<int64_t>(bytes.size()), 0};
-  auto* buffer = static_cast<uint8_t*>(av_malloc(kIoBufferBytes));
-  if (!buffer) return resource_exhausted("out of memory for the video reader");
-  d->io = avio_alloc_context(buffer, kIoBufferBytes, 0, &d->input, read_memory, nullptr, seek_memory);
-  if (!d->io) {
-    av_free(buffer);
-    return resource_exhausted("out of memory for the video reader");
-  }
-  const AVInputFormat* format = nullptr;
-  if (av_probe_input_buffer2(d->io, &format, "", nullptr, 0, kProbeBytes) < 0 || !format)
-    return invalid_argument("is not a video FFmpeg can read");
-  if (av_match_list(format->name, kVideoDemuxers, ',') <= 0) {
-    return invalid_argument("is not a video (FFmpeg reads it as " +
-                            std::string(format->long_name ? format->long_name : format->name) + ")");
-  }
-  d->fmt = avformat_alloc_context();
-  if (!d->fmt) return resource_exhausted("out of memory for the video reader");
-  d->fmt->pb = d->io;
-  d->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
-  d->fmt->probesize = kProbeBytes;
-  d->fmt->max_analyze_duration = kAnalyzeMicroseconds;
-  d->fmt->io_open = refuse_nested_open;
-  d->fmt->format_whitelist = av_strdup(kVideoDemuxers);
-  const int error = avformat_open_input(&d->fmt, nullptr, format, nullptr);  // frees fmt on failure
-  if (error < 0) {
-    return invalid_argument("is corrupt: its " + std::string(format->long_name ? format->long_name : format->name) +
-                            " container cannot be read (" + av_error_text(error) + ")");
-  }
-  return d;
+Result<std::unique_ptr<MemoryDemuxer>> open_demuxer(std::span<const uint8_t> bytes) {
+  return open_memory_demuxer(bytes, kVideoSpec);
 }
 
 // The video stream to decode (FFmpeg's best; never cover art), or -1.
@@ -251,7 +156,7 @@ Timeline read_timeline(const AVFormatContext* fmt, const AVStream* st) {
 // second pass over the bytes that reads packets without decoding them). Stops past the
 // limit.
 Result<double> scan_duration(std::span<const uint8_t> bytes, int stream, const VideoLimits& limits) {
-  PRISM_ASSIGN_OR_RETURN(std::unique_ptr<Demuxer> d, open_demuxer(bytes));
+  PRISM_ASSIGN_OR_RETURN(std::unique_ptr<MemoryDemuxer> d, open_demuxer(bytes));
   if (stream >= int(d->fmt->nb_streams)) return invalid_argument("is corrupt: its streams change between reads");
   for (unsigned i = 0; i < d->fmt->nb_streams; ++i)
     if (int(i) != stream) d->fmt->streams[i]->discard = AVDISCARD_ALL;
@@ -345,7 +250,7 @@ AVPixelFormat plain_format(AVPixelFormat format, bool* full_range) {
 // beyond it, so a long video is not decoded whole for a few frames.
 class FrameSampler {
  public:
-  FrameSampler(Demuxer& demuxer, int stream, const Timeline& timeline, std::vector<double> targets,
+  FrameSampler(MemoryDemuxer& demuxer, int stream, const Timeline& timeline, std::vector<double> targets,
                const VideoSampling& sampling, const VideoLimits& limits)
       : fmt_(demuxer.fmt),
         st_(demuxer.fmt->streams[stream]),
@@ -552,7 +457,7 @@ Result<VideoFrames> decode_video(std::span<const uint8_t> bytes, const VideoSamp
                             std::to_string(limits.max_bytes) + " bytes");
   }
   route_ffmpeg_log();
-  PRISM_ASSIGN_OR_RETURN(std::unique_ptr<Demuxer> demuxer, open_demuxer(bytes));
+  PRISM_ASSIGN_OR_RETURN(std::unique_ptr<MemoryDemuxer> demuxer, open_demuxer(bytes));
   AVFormatContext* fmt = demuxer->fmt;
   int stream = find_video_stream(fmt);
   if (stream < 0) return invalid_argument("has no video stream");
