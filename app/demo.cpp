@@ -7,6 +7,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "app/demo_asr.h"
 #include "app/demo_chat.h"
 #include "app/demo_clip.h"
 #include "app/demo_embed.h"
@@ -34,6 +35,7 @@ constexpr DemoModel kDemoModels[] = {
     {"demo-chat", "chat", write_demo_chat, kDemoChatToml},
     {"demo-vlm", "chat", write_demo_vlm, kDemoVlmToml},
     {"demo-clip", "embed", write_demo_clip, ""},
+    {"demo-asr", "transcribe", write_demo_asr, kDemoAsrToml},
 };
 
 // TOML basic string: quotes and backslashes escaped (paths may hold either).
