@@ -21,7 +21,6 @@ namespace {
 
 using formats::WeightSource;
 using vision::LayerNormWeights;
-using whisper::LinearPieces;
 
 constexpr float kLayerNormEps = 1e-5f;  // nn.LayerNorm's default, which Whisper keeps
 
@@ -52,12 +51,7 @@ Result<DecoderLayer> load_layer(const WeightSource& src, const std::string& p, c
   const int64_t d = c.d_model, ffn = c.decoder_ffn_dim;
   DecoderLayer L;
   PRISM_ASSIGN_OR_RETURN(L.self_attn_layer_norm, vision::load_layer_norm(src, p + "self_attn_layer_norm", d));
-  PRISM_ASSIGN_OR_RETURN(
-      L.self_attn_qkv_proj,
-      whisper::load_stacked_linear(
-          src, LinearPieces{{p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"}, {d, d, d},
-                            {false, true, false}},
-          d, precision));
+  PRISM_ASSIGN_OR_RETURN(L.self_attn_qkv_proj, whisper::load_self_attn_qkv(src, p, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.self_attn_out_proj, whisper::load_linear(src, p + "self_attn.out_proj", d, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.encoder_attn_layer_norm, vision::load_layer_norm(src, p + "encoder_attn_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.encoder_attn_q_proj, whisper::load_linear(src, p + "encoder_attn.q_proj", d, d, precision));

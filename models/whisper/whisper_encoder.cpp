@@ -42,12 +42,7 @@ Result<TransformerLayer> load_encoder_layer(const WeightSource& src, const std::
   const int64_t d = c.d_model, ffn = c.encoder_ffn_dim;
   TransformerLayer L;
   PRISM_ASSIGN_OR_RETURN(L.layer_norm1, vision::load_layer_norm(src, p + "self_attn_layer_norm", d));
-  PRISM_ASSIGN_OR_RETURN(
-      L.self_attn_qkv_proj,
-      whisper::load_stacked_linear(
-          src, LinearPieces{{p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"}, {d, d, d},
-                            {false, true, false}},
-          d, precision));
+  PRISM_ASSIGN_OR_RETURN(L.self_attn_qkv_proj, whisper::load_self_attn_qkv(src, p, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.self_attn_out_proj, whisper::load_linear(src, p + "self_attn.out_proj", d, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.layer_norm2, vision::load_layer_norm(src, p + "final_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.mlp_fc1, whisper::load_linear(src, p + "fc1", ffn, d, precision));

@@ -60,6 +60,13 @@ Result<ops::LinearWeight> load_linear(const WeightSource& src, const std::string
   return load_stacked_linear(src, LinearPieces{{base}, {out}, {}}, in, precision);
 }
 
+Result<ops::LinearWeight> load_self_attn_qkv(const WeightSource& src, const std::string& layer, int64_t d,
+                                             ops::Precision precision) {
+  const std::string a = layer + "self_attn.";
+  return load_stacked_linear(
+      src, LinearPieces{{a + "q_proj", a + "k_proj", a + "v_proj"}, {d, d, d}, {false, true, false}}, d, precision);
+}
+
 Result<Tensor> load_table(const WeightSource& src, const std::string& name, const Dims& shape) {
   PRISM_ASSIGN_OR_RETURN(const Tensor stored, src.get(name));
   const DType dt = stored.dtype() == DType::bf16 || stored.dtype() == DType::f16 ? stored.dtype() : DType::f32;

@@ -34,6 +34,10 @@ Result<ops::LinearWeight> load_stacked_linear(const formats::WeightSource& src, 
 // One nn.Linear with its bias.
 Result<ops::LinearWeight> load_linear(const formats::WeightSource& src, const std::string& base, int64_t out,
                                       int64_t in, ops::Precision precision);
+// A layer's "<layer>self_attn.{q,k,v}_proj" stacked into one [3 d, d] linear (k_proj has no
+// bias: zero), as both the encoder's and the decoder's layers store them.
+Result<ops::LinearWeight> load_self_attn_qkv(const formats::WeightSource& src, const std::string& layer, int64_t d,
+                                             ops::Precision precision);
 
 // An owned copy of "<name>" with its shape checked, in its stored dtype when that is bf16 or
 // f16 (embedding tables), f32 otherwise.
