@@ -3,6 +3,7 @@
 
 namespace prism::app {
 
-int run_info();  // prism info
+// prism info; this_tier_gemm_only: print just this tier's GEMM row (for the per-tier children).
+int run_info(bool this_tier_gemm_only);
 
 }  // namespace prism::app

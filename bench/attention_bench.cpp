@@ -4,19 +4,27 @@
 // primitive adding a [1, S, S] 0/-inf mask broadcast over heads; softmax_forward; matmul
 // P.V). The baseline computes every score even when causal; ours skips masked tiles.
 // (2) Decode over a paged cache (f32, bf16, i8 with per-(block, head) scales): K/V bytes read
-// per second as a fraction of the streaming read bandwidth from memory_bandwidth.h. Usage: attention_bench [prefill|decode].
+// per second as a fraction of the streaming read bandwidth from memory_bandwidth.h. (3) Prefill
+// speed by head dim: the tiled path's multiples of 8 next to a head dim that runs the scalar
+// path. Without PRISM_ISA every tier the CPU can run, each in a process of its own
+// (bench_tiers.h); PRISM_ISA=avx2|avx512|avx512_bf16 runs that tier alone (oneDNN capped with it).
+// Usage: attention_bench [prefill|decode|dims].
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <dnnl.hpp>
 
+#include "bench/bench_tiers.h"
 #include "bench/memory_bandwidth.h"
+#include "runtime/cpu/attention_kernel.h"
+#include "runtime/isa.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
 
@@ -130,6 +138,21 @@ void bench_prefill() {
   }
 }
 
+// Causal prefill of one 512-token sequence, 12 heads, at head dims on and off the tiled path.
+void bench_head_dims() {
+  const int64_t S = 512, H = 12;
+  std::printf("\nprefill attention by head dim: seq %lld causal, %lld heads, f32\n", (long long)S, (long long)H);
+  std::printf("%6s %-7s %10s %12s\n", "dim", "path", "ms", "GFLOP/s");
+  const Tensor cu = i32({0, int32_t(S)});
+  for (int64_t D : {32, 64, 68, 72, 80, 128}) {
+    const Tensor q = random_f32({S, H, D}, 1), k = random_f32({S, H, D}, 2), v = random_f32({S, H, D}, 3);
+    const bool tiled = cpu::attention_fast_path(int(D));
+    const double t = best_seconds(tiled ? 10 : 2, [&] { ops::attention(q, k, v, {cu, cu, Tensor()}); });
+    const double flops = 4.0 * double(S) * double(S) * D * H * 0.5;
+    std::printf("%6lld %-7s %10.2f %12.1f\n", (long long)D, tiled ? "tiled" : "scalar", t * 1e3, flops / t / 1e9);
+  }
+}
+
 void bench_decode(double bandwidth_gbs) {
   const int num_seqs = 32, hq = 32, hkv = 8, D = 128, bs = 16;
   std::mt19937 rng(7);
@@ -195,11 +218,14 @@ void bench_decode(double bandwidth_gbs) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured
+  if (std::optional<int> done = prism::bench::run_on_each_tier(argc, argv)) return *done;
+  std::printf("instruction-set tier: %s\n", std::string(prism::isa_name(prism::active_isa())).c_str());
   const std::string only = argc > 1 ? argv[1] : "";
   const double bw = prism::bench::measure_read_bandwidth_gbs();
   std::printf("memory read bandwidth (1 GiB streaming sum, best of 5): %.1f GB/s\n\n", bw);
-  if (only != "decode") bench_prefill();
-  if (only != "prefill") bench_decode(bw);
+  if (only.empty() || only == "prefill") bench_prefill();
+  if (only.empty() || only == "decode") bench_decode(bw);
+  if (only.empty() || only == "dims") bench_head_dims();
   std::printf("\nmemory read bandwidth after: %.1f GB/s\n", prism::bench::measure_read_bandwidth_gbs());
   return 0;
 }

@@ -1,21 +1,26 @@
 // Microbenchmark of the pointwise, normalisation, embedding, rope and convolution ops at the
-// shapes models run them. Memory-bound ops print GB/s and their fraction of a streaming copy
-// measured in the same run; convolutions print GFLOP/s next to oneDNN's own best case (its
-// blocked layouts, inputs already reordered) and the blocked path with the per-call reorders
-// that ops::conv* would need if it used it. Never a test: figures vary from run to run.
+// shapes models run them, and of the sampler's passes over a row of logits. Memory-bound ops
+// print GB/s and their fraction of a streaming copy measured in the same run; convolutions
+// print GFLOP/s next to oneDNN's own best case (its blocked layouts, inputs already reordered)
+// and the blocked path with the per-call reorders that ops::conv* would need if it used it.
+// PRISM_ISA=avx2|avx512 runs the kernels of a lower tier than the CPU's best (runtime/isa.h).
+// Never a test: figures vary from run to run.
 #include <dnnl.hpp>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
+#include <string>
 
 #include "bench/memory_bandwidth.h"
+#include "engines/generate/sampler.h"
 #include "runtime/arena.h"
-#include "runtime/cpu/vec_math.h"
+#include "runtime/isa.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
 
@@ -83,6 +88,7 @@ void bench_memory_bound(double ceiling) {
     row("gelu (erf)", shape, timed([&] { ops::gelu(x, ops::GeluForm::erf); }), io2, ceiling);
     row("gelu (tanh)", shape, timed([&] { ops::gelu(x, ops::GeluForm::tanh); }), io2, ceiling);
     row("silu", shape, timed([&] { ops::silu(x); }), io2, ceiling);
+    row("quick_gelu", shape, timed([&] { ops::quick_gelu(x); }), io2, ceiling);
     row("add", shape, timed([&] { ops::add(x, y); }), io3, ceiling);
     row("add (bias row)", shape, timed([&] { ops::add(x, b); }), io2, ceiling);
     row("mul", shape, timed([&] { ops::mul(x, y); }), io3, ceiling);
@@ -113,6 +119,66 @@ void bench_memory_bound(double ceiling) {
     const double n = 4096.0 * 2048;
     row("embedding f32", "4096 of [32000, 2048]", timed([&] { ops::embedding(table, ids); }), 8 * n, ceiling);
     row("embedding bf16", "4096 of [32000, 2048]", timed([&] { ops::embedding(table_bf16, ids); }), 6 * n, ceiling);
+    const Tensor table_f16 = table.to(DType::f16);
+    row("embedding f16", "4096 of [32000, 2048]", timed([&] { ops::embedding(table_f16, ids); }), 6 * n, ceiling);
+  }
+  {
+    // A prefill chunk of 512 tokens into an i8 paged cache (8 kv heads of 128): absmax,
+    // quantisation, and requantisation of the earlier rows of a block when a row raises its scale.
+    const int64_t tokens = 512, hkv = 8, d = 128, block = 16;
+    const Tensor k = random_tensor({tokens, hkv, d}), v = random_tensor({tokens, hkv, d});
+    ops::PagedKv kv;
+    kv.k_cache = Tensor::empty({tokens / block, block, hkv, d}, DType::i8);
+    kv.v_cache = Tensor::empty({tokens / block, block, hkv, d}, DType::i8);
+    kv.k_scale = Tensor::zeros({tokens / block, hkv}, DType::f32);
+    kv.v_scale = Tensor::zeros({tokens / block, hkv}, DType::f32);
+    std::vector<int32_t> sv(tokens);
+    for (int i = 0; i < tokens; ++i) sv[i] = i;
+    const Tensor slots = Tensor::from<int32_t>(std::span<const int32_t>(sv), {tokens});
+    row("store_kv i8", "[512, 8, 128] x2", timed([&] { ops::store_kv(k, v, slots, kv); }), 2 * 5.0 * double(k.numel()),
+        ceiling);
+  }
+}
+
+// ---- the sampler's passes over a row of logits ------------------------------------------
+
+// One decode step's sample() at Qwen2's vocabulary, per policy; the row is copied back before
+// each call (sample() filters in place), a copy timed on its own in the first line.
+void bench_sampler() {
+  namespace gen = prism::engines::generate;
+  const size_t vocab = 152064;
+  std::vector<float> logits(vocab);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (float& l : logits) l = normal(rng);
+  std::vector<float> work(vocab);
+  auto params = [](float temperature, int top_k, float top_p, float min_p, int top_logprobs) {
+    gen::SamplingParams p;
+    p.temperature = temperature, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p;
+    p.logprobs = top_logprobs > 0, p.top_logprobs = top_logprobs;
+    return p;
+  };
+  const struct {
+    const char* name;
+    gen::SamplingParams params;
+  } cases[] = {
+      {"greedy", params(0.0f, 0, 1.0f, 0.0f, 0)},
+      {"temperature 0.8", params(0.8f, 0, 1.0f, 0.0f, 0)},
+      {"top_k 50", params(0.8f, 50, 1.0f, 0.0f, 0)},
+      {"top_p 0.9", params(0.8f, 0, 0.9f, 0.0f, 0)},
+      {"min_p 0.05", params(0.8f, 0, 1.0f, 0.05f, 0)},
+      {"logprobs 5", params(1.0f, 0, 1.0f, 0.0f, 5)},
+  };
+  std::printf("\n%-20s %-22s %9s\n", "sampler", "row", "best");
+  const double copy = time_best([&] { std::copy(logits.begin(), logits.end(), work.begin()); });
+  std::printf("%-20s [%zu] %15.1f us\n", "row copy", vocab, copy * 1e6);
+  for (const auto& c : cases) {
+    gen::SequenceSampler sampler(c.params, 1, {});
+    const double t = time_best([&] {
+      std::copy(logits.begin(), logits.end(), work.begin());
+      sampler.sample(work);
+    });
+    std::printf("%-20s [%zu] %15.1f us\n", c.name, vocab, t * 1e6);
   }
 }
 
@@ -204,12 +270,18 @@ void bench_conv() {
 }  // namespace
 
 int main() {
-  std::printf("threads: %d\n", prism::num_threads());
+  if (prism::Status s = prism::select_isa_from_env(std::getenv("PRISM_ISA")); !s.ok()) {
+    std::fprintf(stderr, "PRISM_ISA: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::printf("kernels: %s, threads: %d\n", std::string(prism::isa_name(prism::active_isa())).c_str(),
+              prism::num_threads());
   const double copy_gbs = prism::bench::measure_copy_bandwidth_gbs();
   const double read_gbs = prism::bench::measure_read_bandwidth_gbs();
   std::printf("streaming copy: %.1f GB/s (read + write), streaming read: %.1f GB/s\n\n", copy_gbs, read_gbs);
   std::printf("%-20s %-22s %12s %12s %s\n", "op", "shape", "best", "bandwidth", "of copy");
   bench_memory_bound(copy_gbs);
+  bench_sampler();
   bench_conv();
   return 0;
 }

@@ -23,10 +23,12 @@ std::string read_brand() {
   return b == std::string::npos ? "unknown CPU" : s.substr(b, e - b + 1);
 }
 
-bool has_amx_tile() {
+// CPUID leaf 7 EDX: AMX-BF16 (bit 22), AMX-TILE (24), AMX-INT8 (25). Whether the kernel lets
+// the process use the tile state is asked by oneDNN itself (arch_prctl) before it runs AMX.
+unsigned leaf7_edx() {
   unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  return (d >> 24) & 1u;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  return d;
 }
 
 CpuFeatures detect() {
@@ -34,12 +36,17 @@ CpuFeatures detect() {
   CpuFeatures f;
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
+  f.f16c = __builtin_cpu_supports("f16c");
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
   f.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
-  f.amx_tile = has_amx_tile();
+  const unsigned edx7 = leaf7_edx();
+  f.amx_bf16 = (edx7 >> 22) & 1u;
+  f.amx_tile = (edx7 >> 24) & 1u;
+  f.amx_int8 = (edx7 >> 25) & 1u;
   f.brand = read_brand();
   return f;
 }
@@ -53,12 +60,16 @@ std::string CpuFeatures::summary() const {
   };
   add(avx2, "avx2");
   add(fma, "fma");
+  add(f16c, "f16c");
   add(avx512f, "avx512f");
   add(avx512bw, "avx512bw");
   add(avx512vl, "avx512vl");
+  add(avx512dq, "avx512dq");
   add(avx512_vnni, "avx512_vnni");
   add(avx512_bf16, "avx512_bf16");
-  add(amx_tile, "amx");
+  add(amx_tile, "amx_tile");
+  add(amx_bf16, "amx_bf16");
+  add(amx_int8, "amx_int8");
   return s.empty() ? "none" : s;
 }
 

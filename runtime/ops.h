@@ -19,12 +19,14 @@
 namespace prism::ops {
 
 // ---------------------------------------------------------------------------------------
-// Linear layers (oneDNN matmul). Weights are packed once, at load, into the layout the
-// backend's GEMM wants; `linear` then runs with a cached primitive per (rows, precision).
+// Linear layers. Weights are packed once, at load, into the layout of the path that runs
+// them on the active instruction-set tier (oneDNN matmul, or Prism's own kernels where oneDNN
+// has none or a slow one; linear_path says which); `linear` then runs without allocating.
 
 enum class Precision : uint8_t {
   f32,   // f32 weights and activations
-  bf16,  // bf16 weights; activations converted to bf16; f32 accumulate and output
+  bf16,  // bf16 weights; activations rounded to bf16 (native bf16 tiers) or kept f32 (the
+         // others: weights widened to f32 in the kernel); f32 accumulate and output
   int8,  // s8 weights with per-output-channel scales; activations quantised per token
          // (row) with a dynamic symmetric scale; s32 accumulate; f32 output
 };
@@ -58,6 +60,10 @@ Result<LinearWeight> pack_linear(const Tensor& weight, const Tensor& bias, Preci
 
 // x: [..., in] f32, rows contiguous. Returns act(x @ W^T + b): [..., out] f32.
 Tensor linear(const Tensor& x, const LinearWeight& w, Activation act = Activation::none);
+
+// Which path linear takes for a precision on the active tier, for `prism info`, e.g.
+// "oneDNN brgemm (avx512_core_bf16) + dpbf16 decode kernel".
+std::string linear_path(Precision p);
 
 // ---------------------------------------------------------------------------------------
 // Batched matmul (oneDNN). a: [..., M, K]; b: [..., K, N], or [..., N, K] with
@@ -114,7 +120,8 @@ void apply_rope(Tensor& x, const Tensor& positions, const RopeTable& table, Rope
 // sequence with q_len queries and k_len keys sits at position k_len - q_len + i, so causal
 // masking is right for prefill, chunked prefill and decode alike.
 // Grouped-query heads: num_q_heads is a multiple of num_kv_heads. Head dims that are multiples
-// of 16 up to 128 take the AVX-512 path (32 for MiniLM, 64, 80, 96, 128); others a scalar one.
+// of 8 up to 128 take the tiled vector path on every tier (32 for MiniLM, 64, 72 for SigLIP,
+// 80, 96, 128); others a scalar one, correct but slow.
 struct AttentionParams {
   float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
   bool causal = true;
@@ -151,6 +158,8 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Page
 // first context_lens[s] slots of its block table. Returns [Tq, Hq, D] f32.
 Tensor paged_attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKv& kv,
                        const AttentionParams& params = {});
+// The kernel attention takes on the active tier, in words (prism info).
+std::string attention_path();
 
 // ---------------------------------------------------------------------------------------
 // Convolutions (oneDNN), f32. Weights in PyTorch layout; bias [out_channels] or undefined.

@@ -1,12 +1,12 @@
 // engines/generate/sampler.cpp: one choice's token policy over a row of logits. Pure CPU
 // code, no tensors, no threads; allocation-free per step after the first (scratch members).
 //
-// NOTE: a row costs a few O(vocab) passes, vectorised where it matters (max, exp, sums);
-// penalties are sparse (over the tokens seen). No filter sorts the vocabulary: top-k takes
-// its threshold from a k-element heap (nth_element for large k); top-p is a weighted
-// quickselect (nth_element halves the range, the mass of the upper half says which half
-// holds the cut: O(vocab) expected); min-p is a cutoff in logit space (p >= min_p × p_max ⇔
-// logit >= max + log(min_p)).
+// NOTE: a row costs a few O(vocab) passes, vectorised where it matters (max, exp, sums, the
+// scans: runtime/row_math.h, at the CPU's instruction-set tier); penalties are sparse (over
+// the tokens seen). No filter sorts the vocabulary: top-k takes its threshold from a
+// k-element heap (nth_element for large k); top-p is a weighted quickselect (nth_element
+// halves the range, the mass of the upper half says which half holds the cut: O(vocab)
+// expected); min-p is a cutoff in logit space (p >= min_p × p_max ⇔ logit >= max + log(min_p)).
 #include "engines/generate/sampler.h"
 
 #include <algorithm>
@@ -16,9 +16,7 @@
 #include <queue>
 
 #include "base/check.h"
-#ifdef __AVX512F__
-#include "runtime/cpu/vec_math.h"
-#endif
+#include "runtime/row_math.h"
 
 namespace prism::engines::generate {
 namespace {
@@ -26,93 +24,26 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Below this temperature sampling is greedy (as vLLM does): 1/T would overflow the logits.
 constexpr float kMinTemperature = 1e-5f;
-constexpr size_t kBlock = 16;  // weights are summed in blocks of 16 (one AVX-512 register)
-
-// The largest value; NaN never wins; -inf for an empty or all -inf/NaN row.
-float row_max(std::span<const float> x) {
-  size_t i = 0;
-  float best = kNegInf;
-#ifdef __AVX512F__
-  __m512 acc = _mm512_set1_ps(kNegInf);
-  // max_ps(v, acc) returns acc where v is NaN.
-  for (; i + kBlock <= x.size(); i += kBlock) acc = _mm512_max_ps(_mm512_loadu_ps(x.data() + i), acc);
-  best = _mm512_reduce_max_ps(acc);
-#endif
-  for (; i < x.size(); ++i)
-    if (x[i] > best) best = x[i];
-  return best;
-}
+// Weights are summed in blocks of kBlock (row_math::block_sums), in the same order on every
+// tier: draws and totals both use those sums, so a scan over blocks reaches exactly the total
+// it was drawn against.
+constexpr size_t kBlock = row_math::kSumBlock;
 
 // argmax, the lowest id on ties; NaN never wins. 0 when every value is -inf or NaN.
 int32_t argmax(std::span<const float> row) {
-  const float best = row_max(row);
+  const float best = row_math::max_value(row);
   if (!(best > kNegInf)) return 0;
-  size_t i = 0;
-#ifdef __AVX512F__
-  const __m512 b = _mm512_set1_ps(best);
-  for (; i + kBlock <= row.size(); i += kBlock)
-    if (const __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(row.data() + i), b, _CMP_EQ_OQ))
-      return int32_t(i + size_t(__builtin_ctz(m)));
-#endif
-  for (; i < row.size(); ++i)
-    if (row[i] == best) return int32_t(i);
-  return 0;
+  return int32_t(row_math::first_equal(row, best));
 }
 
 // Calls f(i) for each i in increasing order with x[i] > threshold, re-reading threshold
-// after each call (f may raise it). Most values fail the test: 16 are compared at once.
+// after each call (f may raise it). Most values fail the test: the scan between hits is
+// vectorised.
 template <class F>
 void scan_above(std::span<const float> x, const float& threshold, F&& f) {
-  size_t i = 0;
-#ifdef __AVX512F__
-  for (; i + kBlock <= x.size(); i += kBlock) {
-    __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(x.data() + i), _mm512_set1_ps(threshold), _CMP_GT_OQ);
-    for (; m != 0; m &= __mmask16(m - 1)) {
-      const size_t j = i + size_t(__builtin_ctz(m));
-      if (x[j] > threshold) f(j);
-    }
-  }
-#endif
-  for (; i < x.size(); ++i)
-    if (x[i] > threshold) f(i);
-}
-
-// The sum of one block of weights (the last may be short). Draws and totals both use it, so
-// a scan over blocks reaches exactly the total it was drawn against.
-float block_sum(const float* w, size_t n) {
-#ifdef __AVX512F__
-  const __mmask16 mask = n >= kBlock ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-  return _mm512_reduce_add_ps(_mm512_maskz_loadu_ps(mask, w));
-#else
-  float s = 0;
-  for (size_t i = 0; i < n; ++i) s += w[i];
-  return s;
-#endif
-}
-
-double sum_blocks(std::span<const float> w) {
-  double total = 0;
-  for (size_t b = 0; b < w.size(); b += kBlock) total += block_sum(w.data() + b, std::min(kBlock, w.size() - b));
-  return total;
-}
-
-// out[i] = exp(x[i] - shift); -inf and NaN give 0.
-void exp_shifted(std::span<const float> x, float shift, float* out) {
-  size_t i = 0;
-#ifdef __AVX512F__
-  const __m512 s = _mm512_set1_ps(shift);
-  for (; i < x.size(); i += kBlock) {
-    const size_t n = std::min(kBlock, x.size() - i);
-    const __mmask16 mask = n >= kBlock ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-    __m512 y = cpu::exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x.data() + i), s));
-    y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y);  // NaN → 0
-    _mm512_mask_storeu_ps(out + i, mask, y);
-  }
-#endif
-  for (; i < x.size(); ++i) {
-    const float y = std::exp(x[i] - shift);
-    out[i] = std::isnan(y) ? 0.0f : y;
-  }
+  for (size_t i = row_math::first_above(x, threshold); i < x.size();
+       i = i + 1 + row_math::first_above(x.subspan(i + 1), threshold))
+    f(i);
 }
 
 // The k-th largest value (k >= 1, k <= x.size()): a k-element min-heap for small k (one
@@ -146,6 +77,8 @@ struct Scratch {
   bool all = true;
   std::vector<float> values;   // candidate logits (after process), or a row copy (top-k)
   std::vector<float> weights;  // exp(logit - max) per candidate
+  // The sums of weights' blocks as of the last sum_weights(): what pick() draws against.
+  std::vector<float> block_sums;
   std::vector<float> raw;      // the row before processing (logprobs)
   std::vector<Weighted> ranked;  // top-p selection
   int32_t token_at(size_t i) const { return all ? int32_t(i) : candidates[i]; }
@@ -154,6 +87,12 @@ struct Scratch {
 Scratch& scratch() {
   thread_local Scratch s;
   return s;
+}
+
+// The total of the scratch weights, from their block sums (left in the scratch for pick()).
+double sum_weights(Scratch& sc) {
+  sc.block_sums.resize((sc.weights.size() + kBlock - 1) / kBlock);
+  return row_math::block_sums(sc.weights, sc.block_sums);
 }
 
 }  // namespace
@@ -203,7 +142,7 @@ void SequenceSampler::process(std::span<float> logits) {
   const bool top_p = params_.top_p < 1.0f;
   const bool min_p = params_.min_p > 0.0f;
   if (!top_k && !top_p && !min_p) return;
-  const float max_logit = row_max(logits);
+  const float max_logit = row_math::max_value(logits);
   if (!(max_logit > kNegInf)) return;  // nothing finite: the draw falls back to the argmax
 
   // Top-k: keep the logits >= the k-th largest (ties at the threshold are kept, as HF does).
@@ -246,8 +185,8 @@ void SequenceSampler::top_p_filter(std::span<const float> logits, float max_logi
   sc.values.resize(sc.candidates.size());
   for (size_t i = 0; i < sc.candidates.size(); ++i) sc.values[i] = logits[size_t(sc.candidates[i])];
   sc.weights.resize(sc.values.size());
-  exp_shifted(sc.values, max_logit, sc.weights.data());
-  const double target = double(params_.top_p) * sum_blocks(sc.weights);
+  row_math::exp_shifted(sc.values, max_logit, sc.weights);  // -inf, NaN: 0
+  const double target = double(params_.top_p) * sum_weights(sc);
   // Usually the mass is in a small head: when the tokens within `span` of the max logit
   // already hold the target mass, the cut is among them and the rest need no ranking.
   float floor = 0.0f;
@@ -298,13 +237,13 @@ double SequenceSampler::weigh(std::span<const float> logits) {
   Scratch& sc = scratch();
   const std::span<const float> values = sc.all ? logits : std::span<const float>(sc.values);
   sc.weights.resize(values.size());
-  const float max_logit = row_max(values);
+  const float max_logit = row_math::max_value(values);
   if (!(max_logit > kNegInf)) {
     std::fill(sc.weights.begin(), sc.weights.end(), 0.0f);
     return 0;
   }
-  exp_shifted(values, max_logit, sc.weights.data());
-  return sum_blocks(sc.weights);
+  row_math::exp_shifted(values, max_logit, sc.weights);
+  return sum_weights(sc);
 }
 
 int32_t SequenceSampler::pick(double total) {
@@ -312,9 +251,10 @@ int32_t SequenceSampler::pick(double total) {
   const double target = uniform() * total;
   double cumulative = 0;
   int32_t last = -1;  // the last token with weight: rounding may leave the target at the end
+  PRISM_CHECK(sc.block_sums.size() == (sc.weights.size() + kBlock - 1) / kBlock);
   for (size_t b = 0; b < sc.weights.size(); b += kBlock) {
     const size_t n = std::min(kBlock, sc.weights.size() - b);
-    const float block = block_sum(sc.weights.data() + b, n);
+    const float block = sc.block_sums[b / kBlock];
     if (block <= 0) continue;
     if (cumulative + block > target) {
       double within = cumulative;
@@ -339,10 +279,10 @@ int32_t SequenceSampler::pick(double total) {
 TokenLogprobs SequenceSampler::logprobs_of(std::span<const float> raw, int32_t chosen) {
   Scratch& sc = scratch();
   TokenLogprobs out;
-  const float max_logit = row_max(raw);
+  const float max_logit = row_math::max_value(raw);
   sc.weights.resize(raw.size());
-  exp_shifted(raw, max_logit, sc.weights.data());
-  const double log_total = double(max_logit) + std::log(sum_blocks(sc.weights));
+  row_math::exp_shifted(raw, max_logit, sc.weights);
+  const double log_total = double(max_logit) + std::log(sum_weights(sc));
   auto logprob = [&](int32_t t) { return float(double(raw[size_t(t)]) - log_total); };
   out.chosen = {chosen, logprob(chosen)};
   const size_t n = size_t(std::clamp<int64_t>(params_.top_logprobs, 0, int64_t(raw.size())));
@@ -427,7 +367,7 @@ std::vector<SampledToken> SequenceSampler::verify(std::span<float> logits, int64
           accepted = true;
         } else {
           if (index < sc.weights.size()) sc.weights[index] = 0.0f;
-          total = sum_blocks(sc.weights);
+          total = sum_weights(sc);
           token.token = total > 0 ? pick(total) : x;  // nothing else has mass: p(x) was 1
         }
       }

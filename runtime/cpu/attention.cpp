@@ -4,8 +4,8 @@
 // cache writes of store_kv (conversion to bf16, quantisation to i8 with per-(block, head)
 // scales).
 //
-// Head dims: multiples of 16 up to 128 (64, 80, 96, 128 among them) take the AVX-512 path;
-// any other head dim runs on the scalar path, correct but slow.
+// Head dims: multiples of 8 up to 128 (64, 72, 80, 96, 128 among them) take the tiled path on
+// every tier; any other head dim runs on the scalar path, correct but slow.
 // Padding (kv_lens): positions stay aligned to the slot length k_len from cu_seqlens_k (as
 // in a right-padded batch); only which keys are attended changes.
 #include <algorithm>
@@ -15,12 +15,10 @@
 #include <vector>
 
 #include "runtime/cpu/attention_kernel.h"
+#include "runtime/cpu/pointwise_kernels.h"
+#include "runtime/cpu/row_kernels.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
-
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
 
 namespace prism::ops {
 namespace {
@@ -169,38 +167,20 @@ void store_rows(const Tensor& src, const int32_t* slots, const Tensor& cache) {
 // A scale that is not positive (an all-zero first row, or a block whose offset-0 write was
 // never seen) counts as empty: old rows decode to 0 either way.
 
-// absmax of n floats.
-float row_absmax(const float* x, int64_t n) {
-  int64_t i = 0;
-  float m = 0.0f;
-#ifdef __AVX512F__
-  __m512 vm = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
-  m = _mm512_reduce_max_ps(vm);
-#endif
-  for (; i < n; ++i) m = std::max(m, std::fabs(x[i]));
-  return m;
-}
+// The row helpers below are the tier's kernels (runtime/cpu/kernels/rows.cpp, pointwise.cpp).
 
-// dst[i] = round_half_even(x[i] * inv_scale), |.| <= 127 (saturates).
+// absmax of n floats.
+float row_absmax(const float* x, int64_t n) { return cpu::row_kernels().absmax(x, n); }
+
+// dst[i] = round_half_even(x[i] * inv_scale), clamped to [-127, 127].
 void quantize_row(const float* x, int64_t n, float inv_scale, int8_t* dst) {
-  int64_t i = 0;
-#ifdef __AVX512F__
-  const __m512 vinv = _mm512_set1_ps(inv_scale);
-  for (; i + 16 <= n; i += 16) {  // cvtps_epi32 rounds half to even under the default MXCSR
-    const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm512_cvtsepi32_epi8(_mm512_max_epi32(q, _mm512_set1_epi32(-127))));
-  }
-#endif
-  for (; i < n; ++i) dst[i] = int8_t(std::clamp(std::nearbyint(x[i] * inv_scale), -127.0f, 127.0f));
+  cpu::pointwise_kernels().quantize_i8(x, inv_scale, dst, n);
 }
 
 // Rows q[0, n) of D int8 each: q = round_half_even(q * ratio), ratio in [0, 1).
 void requantize_rows(int8_t* q, int64_t n, int64_t row_stride, int64_t D, float ratio) {
-  for (int64_t r = 0; r < n; ++r) {
-    int8_t* row = q + r * row_stride;
-    for (int64_t d = 0; d < D; ++d) row[d] = int8_t(std::nearbyint(float(row[d]) * ratio));
-  }
+  const auto requantize = cpu::pointwise_kernels().requantize_i8;
+  for (int64_t r = 0; r < n; ++r) requantize(q + r * row_stride, ratio, D);
 }
 
 // One cache (k or v) for one kv head: the tokens in order (a later token of a block may

@@ -1,9 +1,10 @@
 // runtime/cpu/attention_kernel.h: the tiled, online-softmax attention kernel behind
 // ops::attention and ops::paged_attention, internal to runtime/cpu/. It sees raw pointers and
 // strides, a list of sequences and where each key row lives (a contiguous tensor or a paged
-// cache); attention.cpp checks shapes and builds that description. The kernel does not check
-// shapes, never allocates in steady state (thread_local scratch that grows) and threads only
-// through OpenMP.
+// cache); attention.cpp checks shapes and builds that description. attention_kernel.cpp plans
+// and merges the work, the active tier's attention_tile.h kernel computes it. The kernel does
+// not check shapes, never allocates in steady state (thread_local scratch that grows) and
+// threads only through OpenMP.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,8 @@ struct AttnProblem {
 // Writes every row of p.out that belongs to a sequence (rows with no key to attend get 0).
 void run_attention(const AttnProblem& p);
 
-// Whether head_dim takes the AVX-512 tiled path (else the scalar one, any head_dim works).
+// Whether head_dim takes the tiled path on the active tier: multiples of 8 up to 128 on every
+// tier (else the scalar path, which takes any head_dim).
 bool attention_fast_path(int head_dim);
 
 }  // namespace prism::cpu

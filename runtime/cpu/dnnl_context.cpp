@@ -27,4 +27,15 @@ dnnl::memory::data_type to_dnnl(DType dtype) {
   return dt::undef;
 }
 
+void limit_onednn_isa(Isa isa) {
+  dnnl::cpu_isa max = dnnl::cpu_isa::all;
+  switch (isa) {
+    case Isa::avx2: max = dnnl::cpu_isa::avx2; break;
+    case Isa::avx512: max = dnnl::cpu_isa::avx512_core; break;
+    case Isa::avx512_bf16: max = dnnl::cpu_isa::avx512_core_bf16; break;
+    case Isa::amx: max = dnnl::cpu_isa::avx512_core_amx; break;
+  }
+  (void)dnnl::set_max_cpu_isa(max);
+}
+
 }  // namespace prism::cpu

@@ -1,12 +1,13 @@
 // add, mul and the in-place residual add_, with numpy broadcasting over f32 tensors of any
 // strides. A shape-only plan turns every case into rows of one inner loop with per-operand
 // strides (0 for a broadcast operand), so the common cases (same shape; a bias row; a
-// per-row scale) hit one of three vector loops and everything else a scalar strided one.
+// per-row scale) hit the tier's vector kernel (runtime/cpu/kernels/pointwise.cpp) and
+// everything else a scalar strided loop.
 // NOTE: dims are coalesced first (size-1 dims dropped, mergeable neighbours merged), so a
 // contiguous [T, H] + [T, H] is one long row and [T, H] + [H] is T rows of H.
 #include <algorithm>
 
-#include "runtime/cpu/vec_math.h"
+#include "runtime/cpu/pointwise_kernels.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
 
@@ -76,27 +77,14 @@ Plan make_plan(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 inline float apply(Binary op, float x, float y) { return op == Binary::add ? x + y : x * y; }
 
-#ifdef __AVX512F__
-inline __m512 apply512(Binary op, __m512 x, __m512 y) {
-  return op == Binary::add ? _mm512_add_ps(x, y) : _mm512_mul_ps(x, y);
-}
-#endif
-
 // o[i * so] = a[i * sa] op b[i * sb] for i < n.
 void inner(Binary op, float* o, const float* a, const float* b, int64_t n, int64_t so, int64_t sa,
            int64_t sb) {
-#ifdef __AVX512F__
   if (so == 1 && (sa == 1 || sa == 0) && (sb == 1 || sb == 0)) {
-    const __m512 va0 = _mm512_set1_ps(*a), vb0 = _mm512_set1_ps(*b);
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : cpu::tail_mask(n - i);
-      const __m512 va = sa ? _mm512_maskz_loadu_ps(m, a + i) : va0;
-      const __m512 vb = sb ? _mm512_maskz_loadu_ps(m, b + i) : vb0;
-      _mm512_mask_storeu_ps(o + i, m, apply512(op, va, vb));
-    }
+    const cpu::PointwiseKernels& k = cpu::pointwise_kernels();
+    (op == Binary::add ? k.add : k.mul)(a, sa, b, sb, o, n);
     return;
   }
-#endif
   for (int64_t i = 0; i < n; ++i) o[i * so] = apply(op, a[i * sa], b[i * sb]);
 }
 

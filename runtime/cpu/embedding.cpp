@@ -1,12 +1,12 @@
 // embedding: gathers table rows by id into f32 rows, converting bf16/f16 tables on the fly.
-// Each output row is a copy (f32) or a widening (bf16: shift into the high half; f16: the
-// hardware half-float conversion), spread over the OpenMP pool by rows.
+// Each output row is a copy (f32) or a widening by the tier's kernel (bf16: shift into the high
+// half; f16: the hardware half-float conversion), spread over the OpenMP pool by rows.
 // NOTE: an id outside [0, vocab) is a bug upstream (the tokenizer or engine built it), so it
 // aborts through PRISM_CHECK rather than reading outside the table.
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/cpu/vec_math.h"
+#include "runtime/cpu/pointwise_kernels.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
 
@@ -14,26 +14,6 @@ namespace prism::ops {
 namespace {
 
 void copy_row_f32(const float* src, float* dst, int64_t h) { std::memcpy(dst, src, size_t(h) * 4); }
-
-void copy_row_bf16(const bf16* src, float* dst, int64_t h) {
-  int64_t i = 0;
-#ifdef __AVX512F__
-  for (; i + 16 <= h; i += 16) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)));
-  }
-#endif
-  for (; i < h; ++i) dst[i] = bf16_to_f32(src[i]);
-}
-
-void copy_row_f16(const f16* src, float* dst, int64_t h) {
-  int64_t i = 0;
-#ifdef __AVX512F__
-  for (; i + 16 <= h; i += 16)
-    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
-#endif
-  for (; i < h; ++i) dst[i] = f16_to_f32(src[i]);
-}
 
 }  // namespace
 
@@ -54,6 +34,7 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
   const auto* base = static_cast<const std::byte*>(table.raw_data());
   const size_t elem = dtype_size(dt);
   float* py = out.data<float>();
+  const cpu::PointwiseKernels& k = cpu::pointwise_kernels();
   parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(h, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t id = i64 ? static_cast<const int64_t*>(pid)[r] : static_cast<const int32_t*>(pid)[r];
@@ -61,8 +42,8 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
       const std::byte* src = base + size_t(id * row_stride) * elem;
       float* dst = py + r * h;
       if (dt == DType::f32) copy_row_f32(reinterpret_cast<const float*>(src), dst, h);
-      else if (dt == DType::bf16) copy_row_bf16(reinterpret_cast<const bf16*>(src), dst, h);
-      else copy_row_f16(reinterpret_cast<const f16*>(src), dst, h);
+      else if (dt == DType::bf16) k.bf16_to_f32(reinterpret_cast<const bf16*>(src), dst, h);
+      else k.f16_to_f32(reinterpret_cast<const f16*>(src), dst, h);
     }
   });
   return out;

@@ -1,13 +1,36 @@
-// ops::linear on oneDNN matmul: weights packed once by pack_linear into the blocked layout
-// oneDNN's brgemm kernels want, then one cached primitive per (rows, row stride, activation).
-// bf16 at decode-sized M (rows <= cpu::kSmallMMaxRows) instead streams those same packed
-// weights through our own kernel (linear_small_m.cpp): oneDNN is well below the memory
-// bandwidth there.
+// ops::linear: weights packed once by pack_linear for the path that runs them on the active
+// instruction-set tier (runtime/isa.h), then run without allocating in steady state. Paths
+// are oneDNN matmul (weights in the blocked layout its brgemm wants, one cached primitive per
+// (rows, row stride, activation)) or Prism's own kernels (runtime/cpu/linear_kernels.h,
+// linear_int8.h) where oneDNN has none or a slow one. Baseline code: every vector loop is a
+// tier kernel under runtime/cpu/kernels/.
 // Must not: reorder weights per call, create a primitive per call, or malloc scratch per call
 // in steady state (conversion buffers are thread-local and only grow).
 //
-// NOTE (weight layout): the layout is chosen by asking oneDNN for `format_tag::any` weights
-// of a matmul at a representative M (kPackRows). Measured with oneDNN 2.6.3 on Zen 4
+// NOTE (paths): one PackedLinear class; its LinearPath is chosen at pack time from the tier
+// and the precision (PackedLinear::default_path):
+//   precision | avx2                     | avx512                   | avx512_bf16, amx
+//   f32       | onednn (gemm:jit, avx2)  | onednn (brgemm)          | onednn (brgemm; amx: AMX)
+//   bf16      | bf16_widen               | bf16_widen               | onednn_dpbf16
+//   int8      | int8_prism               | int8_prism               | onednn (s8, VNNI / AMX)
+// - onednn_dpbf16: oneDNN brgemm for rows > cpu::kSmallMMaxRows and, at decode-sized M, the
+//   _mm512_dpbf16_ps kernel reading the same packed weights (kernels/linear_bf16_dot.cpp,
+//   figures there): oneDNN is well below the memory bandwidth at M = 1..8.
+// - bf16_widen: oneDNN 2.6 has no bf16 matmul on AVX2 at all, and on avx512_core only an
+//   emulated gemm:jit. Weights stay bf16 (half of f32's bytes: decode is bandwidth-bound) in
+//   our panel layout and are widened to f32 in the kernel (kernels/linear_bf16_widen.cpp),
+//   activations stay f32: every M, one kernel family. Figures, same run, PRISM_ISA forced on
+//   the Zen 4, linear_bench: see "NOTE (bf16 without native bf16)" below.
+// - int8_prism: without VNNI oneDNN 2.6's s8 matmul is both slow (about half f32's rate on
+//   AVX2) and wrong for full-range s8: it multiplies the source shifted to u8 by the s8
+//   weights with vpmaddubsw, whose int16 pair sums saturate past 2^15 (255 * 127 * 2; oneDNN
+//   asks for 7-bit weights there). Forced to avx512_core, LinearTest's int8 cases were off by
+//   up to 0.6 at values of ~2 (13 of 32 outputs of a 64 -> 32 linear out of bound). Prism's
+//   int8 kernel (linear_int8.h, kernels/linear_int8.cpp) takes both tiers without VNNI, with
+//   the activations quantised by the same row kernel as oneDNN's path.
+//
+// NOTE (weight layout, oneDNN): the layout is chosen by asking oneDNN for `format_tag::any`
+// weights of a matmul at a representative M (kPackRows). Measured with oneDNN 2.6.3 on Zen 4
 // (AVX-512 BF16/VNNI): brgemm picks the same blocked layout for M = 1, 32, 256, 1024 and
 // 4096 (it depends on K, N and the dtypes only), and a primitive created with that explicit
 // layout for any other M is again brgemm at full speed, so packing once loses nothing.
@@ -31,22 +54,22 @@
 // 90-95% of its own 1024^3 u8 x s8 figure at 768->768 and 768->3072 (u8 x s8: 93-98%, the
 // difference within noise), so the GEMM is not the limit there; the passes around it are.
 // The quantise pass costs ~0.4 ms at [4096, 768] (noisy machine); the epilogue was the cost
-// (see int8_epilogue_rows). Tried and dropped: running quantise -> GEMM -> epilogue in row
-// blocks of 256/512 so activations and outputs stay in L2, (a) with the three passes each
+// (see kernels/linear_rows.cpp). Tried and dropped: running quantise -> GEMM -> epilogue in
+// row blocks of 256/512 so activations and outputs stay in L2, (a) with the three passes each
 // parallel per block: 1.3-8x slower (one oneDNN fork-join per block), (b) each thread owning
 // whole blocks with a sequential oneDNN inside the parallel region: no gain beyond noise
 // (-10% to +10%), and it needs a user scratchpad per thread, since oneDNN 2.6's library
 // scratchpad is shared between concurrent executions (without it the output was wrong).
-#include <immintrin.h>
-
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/arena.h"
 #include "runtime/cpu/dnnl_context.h"
-#include "runtime/cpu/linear_activation.h"
 #include "runtime/cpu/linear_packed.h"
 #include "runtime/cpu/scratch_buffer.h"
 #include "runtime/cpu/vec_math.h"
@@ -99,143 +122,101 @@ void append_activation(dnnl::post_ops& po, Activation act) {
   po.append_eltwise(1.0f, eltwise_algorithm(act), alpha, 0.0f);
 }
 
-// ---- activation conversion kernels (rows of K floats, row stride ld) ----
+dt dnnl_dt(Precision p) {
+  switch (p) {
+    case Precision::f32: return dt::f32;
+    case Precision::bf16: return dt::bf16;
+    case Precision::int8: return dt::s8;
+  }
+  return dt::undef;
+}
+
+// ---- passes over rows (the tier's row kernels, threaded here) ----
 
 // [M, K] f32 (row stride ld) -> [M, K] bf16 contiguous, round to nearest even.
 void convert_rows_bf16(const float* x, int64_t ld, int64_t M, int64_t K, bf16* out) {
+  const cpu::LinearRowKernels& k = cpu::linear_row_kernels();
   parallel_for(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)), [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* src = x + m * ld;
-      bf16* dst = out + m * K;
-      int64_t k = 0;
-#if defined(__AVX512BF16__)
-      for (; k + 16 <= K; k += 16) {
-        __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + k));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), reinterpret_cast<__m256i&>(v));
-      }
-#endif
-      for (; k < K; ++k) dst[k] = f32_to_bf16(src[k]);
-    }
+    for (int64_t m = m0; m < m1; ++m) k.to_bf16(x + m * ld, K, out + m * K);
   });
 }
 
-// [M, K] f32 (row stride ld) -> [M, K] s8 contiguous and scales[M], symmetric per row:
-// scale = max|x| / 127 (1 for an all-zero row), q = round_half_even(x / scale).
+// [M, K] f32 (row stride ld) -> [M, K] s8 contiguous and scales[M], symmetric per row
+// (LinearRowKernels::quantize_s8).
 void quantize_rows_s8(const float* x, int64_t ld, int64_t M, int64_t K, int8_t* out, float* scales) {
+  const cpu::LinearRowKernels& k = cpu::linear_row_kernels();
   parallel_for(M, std::max<int64_t>(1, 8192 / std::max<int64_t>(K, 1)), [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* src = x + m * ld;
-      int8_t* dst = out + m * K;
-      float amax = 0.0f;
-      int64_t k = 0;
-#if defined(__AVX512F__)
-      __m512 vmax = _mm512_setzero_ps();
-      for (; k + 16 <= K; k += 16) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(src + k)));
-      if (k < K) {
-        const __mmask16 tail = __mmask16((1u << (K - k)) - 1);
-        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(tail, src + k)));
-      }
-      amax = _mm512_reduce_max_ps(vmax);
-#else
-      for (; k < K; ++k) amax = std::max(amax, std::fabs(src[k]));
-#endif
-      const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      scales[m] = scale;
-      k = 0;
-#if defined(__AVX512F__)
-      // NOTE: cvtps_epi32 rounds half to even under the default MXCSR, like nearbyint; the
-      // saturating narrow cannot saturate since |x * inv| <= 127 (up to rounding of inv).
-      const __m512 vinv = _mm512_set1_ps(inv);
-      for (; k + 16 <= K; k += 16) {
-        __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(src + k), vinv));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), _mm512_cvtsepi32_epi8(q));
-      }
-      if (k < K) {
-        const __mmask16 tail = __mmask16((1u << (K - k)) - 1);
-        __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, src + k), vinv));
-        _mm512_mask_cvtsepi32_storeu_epi8(dst + k, tail, q);
-      }
-#else
-      for (; k < K; ++k) {
-        const float q = std::nearbyint(src[k] * inv);
-        dst[k] = int8_t(std::clamp(q, -127.0f, 127.0f));
-      }
-#endif
-    }
+    for (int64_t m = m0; m < m1; ++m) scales[m] = k.quantize_s8(x + m * ld, K, out + m * K);
   });
 }
 
-
-// ---- int8 epilogue: y = act(sx[m] * y + b[n]) ----
-// The activations are linear_activation.h's (cpu::activate512 / cpu::activate).
-
-using cpu::activate;
-#if defined(__AVX512F__)
-using cpu::activate512;
-#endif
-
-// One row block of the epilogue with the activation fixed at compile time.
-// NOTE (speed): measured at M = 4096 on Zen 4 (same process, the old one-vector kernel vs
-// four vectors per step, the outputs bit-identical, machine under load): the epilogue alone went from 3.7 to 1.2-1.4 ms at N = 768 (no
-// activation) and from 22-32 to 14-16 ms at N = 3072 with GELU(erf), where it had cost about
-// as much as the s8 GEMM itself. Two causes: each vector's activation is one ~35-op dependency
-// chain, so 4 independent vectors per step let the out-of-order core overlap them; and the
-// activation switch and the bias test are hoisted out of the loop (one instantiation each)
-// instead of being re-decided per vector. End to end (linear_bench, old and new binaries
-// back to back): 768->768 74% -> 82% of the 1024^3 peak, 768->3072 + GELU 48% -> 55%. The
-// rest of the GELU gap is the epilogue's erf math over [4096, 3072] f32 (oneDNN's fused
-// post-op in the bf16 path costs ~8%), which a per-thread row-blocked epilogue could hide.
-template <Activation kAct, bool kBias>
-void int8_epilogue_rows(float* y, int64_t m0, int64_t m1, int64_t N, const float* sx, const float* bias) {
-  for (int64_t m = m0; m < m1; ++m) {
-    float* row = y + m * N;
-    int64_t n = 0;
-#if defined(__AVX512F__)
-    const __m512 s = _mm512_set1_ps(sx[m]);
-    // v = y * s (+ b) for 16 lanes at n under mask.
-    auto scaled = [&](int64_t at, __mmask16 mask) {
-      const __m512 v = _mm512_maskz_loadu_ps(mask, row + at);
-      return kBias ? _mm512_fmadd_ps(v, s, _mm512_maskz_loadu_ps(mask, bias + at)) : _mm512_mul_ps(v, s);
-    };
-    const __mmask16 all = 0xffff;
-    for (; n + 64 <= N; n += 64) {
-      const __m512 v0 = scaled(n, all), v1 = scaled(n + 16, all);
-      const __m512 v2 = scaled(n + 32, all), v3 = scaled(n + 48, all);
-      _mm512_storeu_ps(row + n, activate512(v0, kAct));
-      _mm512_storeu_ps(row + n + 16, activate512(v1, kAct));
-      _mm512_storeu_ps(row + n + 32, activate512(v2, kAct));
-      _mm512_storeu_ps(row + n + 48, activate512(v3, kAct));
-    }
-    for (; n < N; n += 16) {
-      const __mmask16 mask = N - n >= 16 ? all : __mmask16((1u << (N - n)) - 1);
-      _mm512_mask_storeu_ps(row + n, mask, activate512(scaled(n, mask), kAct));
-    }
-#endif
-    for (; n < N; ++n) row[n] = activate(row[n] * sx[m] + (kBias ? bias[n] : 0.0f), kAct);
-  }
-}
-
-template <Activation kAct>
-void int8_epilogue_act(float* y, int64_t M, int64_t N, const float* sx, const float* bias) {
-  parallel_for(M, std::max<int64_t>(1, 4096 / std::max<int64_t>(N, 1)), [&](int64_t m0, int64_t m1) {
-    if (bias)
-      int8_epilogue_rows<kAct, true>(y, m0, m1, N, sx, bias);
-    else
-      int8_epilogue_rows<kAct, false>(y, m0, m1, N, sx, bias);
-  });
-}
-
-// y: [M, N] f32 in place; sx: [M]; bias: [N] or null.
+// y: [M, N] f32 in place: y = act(sx[m] * y + bias[n]); sx: [M]; bias: [N] or null.
 void int8_epilogue(float* y, int64_t M, int64_t N, const float* sx, const float* bias, Activation act) {
-  switch (act) {
-    case Activation::none: return int8_epilogue_act<Activation::none>(y, M, N, sx, bias);
-    case Activation::relu: return int8_epilogue_act<Activation::relu>(y, M, N, sx, bias);
-    case Activation::gelu_erf: return int8_epilogue_act<Activation::gelu_erf>(y, M, N, sx, bias);
-    case Activation::gelu_tanh: return int8_epilogue_act<Activation::gelu_tanh>(y, M, N, sx, bias);
-    case Activation::silu: return int8_epilogue_act<Activation::silu>(y, M, N, sx, bias);
-    case Activation::quick_gelu: return int8_epilogue_act<Activation::quick_gelu>(y, M, N, sx, bias);
-  }
+  const cpu::LinearRowKernels& k = cpu::linear_row_kernels();
+  parallel_for(M, std::max<int64_t>(1, 4096 / std::max<int64_t>(N, 1)),
+               [&](int64_t m0, int64_t m1) { k.int8_epilogue(y, m0, m1, N, sx, bias, act); });
+}
+
+// Weights per output channel: sw[n] = max|w[n, :]| / 127 (1 for a zero row),
+// q = round_half_even(w / sw). w: [N, K] any float dtype. Load time only.
+void quantize_weights(const Tensor& weight, Tensor& q_out, std::vector<float>& scales) {
+  const int64_t N = weight.size(0), K = weight.size(1);
+  const Tensor w32 = weight.to(DType::f32).contiguous();
+  q_out = Tensor::empty({N, K}, DType::i8);
+  scales.assign(size_t(N), 1.0f);
+  const float* w = w32.data<float>();
+  int8_t* q = q_out.data<int8_t>();
+  parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      float amax = 0.0f;
+      for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(w[n * K + k]));
+      const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;
+      scales[size_t(n)] = scale;
+      for (int64_t k = 0; k < K; ++k)
+        q[n * K + k] = int8_t(std::clamp(std::nearbyint(w[n * K + k] / scale), -127.0f, 127.0f));
+    }
+  });
+}
+
+// The dpbf16 kernel's view of oneDNN's packed bf16 weights when `desc` is the layout it knows
+// (cpu::Bf16PanelWeights), else nullopt (the caller stays on oneDNN).
+std::optional<cpu::Bf16PanelWeights> bf16_panel_weights(const dnnl::memory::desc& desc, const void* data, int64_t k,
+                                                        int64_t n) {
+  const dnnl_memory_desc_t& d = desc.data;
+  if (d.ndims != 2 || d.data_type != dnnl_bf16 || d.format_kind != dnnl_blocked || d.extra.flags != 0 ||
+      d.offset0 != 0)
+    return std::nullopt;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  const bool layout = b.inner_nblks == 3 && b.inner_blks[0] == 16 && b.inner_idxs[0] == 0 && b.inner_blks[1] == 64 &&
+                      b.inner_idxs[1] == 1 && b.inner_blks[2] == 2 && b.inner_idxs[2] == 0;
+  if (!layout || d.dims[0] != k || d.dims[1] != n) return std::nullopt;
+  const int64_t k_pad = d.padded_dims[0], n_pad = d.padded_dims[1];
+  // Blocks of 32 k (16 pairs) x 64 n; the K blocks of a group back to back (so k pairs sit
+  // every 128 elements), groups after that.
+  if (k_pad % 32 != 0 || n_pad % 64 != 0 || b.strides[0] != 32 * 64 || b.strides[1] < k_pad * 64)
+    return std::nullopt;
+  cpu::Bf16PanelWeights w;
+  w.data = static_cast<const bf16*>(data);
+  w.k = k;
+  w.n = n;
+  w.k_pairs = k_pad / 2;
+  w.group_stride = b.strides[1];
+  return w;
+}
+
+// oneDNN's implementation for a precision's matmul at a representative shape on this tier
+// ("brg:avx512_core_bf16", "gemm:jit", ...), or "none".
+std::string onednn_impl(Precision p) {
+  const dnnl::memory::desc src({kPackRows, 1024}, dnnl_dt(p), tag::ab);
+  const dnnl::memory::desc w({1024, 1024}, dnnl_dt(p), tag::any);
+  const dnnl::memory::desc dst({kPackRows, 1024}, dt::f32, tag::ab);
+  dnnl::matmul::desc d(src, w, dst);
+  dnnl_primitive_desc_t c_pd = nullptr;
+  dnnl::primitive_attr attr;
+  if (dnnl_primitive_desc_create(&c_pd, &d.data, attr.get(), cpu::dnnl_engine().get(), nullptr) != dnnl_success)
+    return "none";
+  const dnnl::matmul::primitive_desc pd(c_pd);
+  return pd.impl_info_str();
 }
 
 }  // namespace
@@ -258,28 +239,47 @@ Result<Precision> parse_precision(std::string_view name) {
   return invalid_argument("unknown precision '" + std::string(name) + "' (expected f32, bf16 or int8)");
 }
 
+std::string_view linear_path_name(LinearPath path) {
+  switch (path) {
+    case LinearPath::onednn: return "onednn";
+    case LinearPath::onednn_dpbf16: return "onednn_dpbf16";
+    case LinearPath::bf16_widen: return "bf16_widen";
+    case LinearPath::int8_prism: return "int8_prism";
+  }
+  return "?";
+}
+
+std::string linear_path(Precision p) {
+  const std::string tier(isa_name(active_isa()));
+  switch (PackedLinear::default_path(p)) {
+    case LinearPath::onednn:
+      return tier + ": oneDNN " + std::string(precision_name(p)) + " matmul (" + onednn_impl(p) + ")";
+    case LinearPath::onednn_dpbf16:
+      return tier + ": oneDNN bf16 matmul (" + onednn_impl(p) + ") + Prism's dpbf16 decode kernel (rows <= " +
+             std::to_string(cpu::kSmallMMaxRows) + ")";
+    case LinearPath::bf16_widen: return tier + ": bf16 weights widened to f32 in Prism's kernel (every M)";
+    case LinearPath::int8_prism: return tier + ": Prism's int8 kernel (s8 weights, per-token s8 activations)";
+  }
+  return tier + ": ?";
+}
+
 // ---- PackedLinear ----
 
-PackedLinear::PackedLinear(Precision precision, int64_t in_features, int64_t out_features)
-    : precision_(precision), in_(in_features), out_(out_features) {}
+PackedLinear::PackedLinear(Precision precision, LinearPath path, int64_t in_features, int64_t out_features)
+    : precision_(precision), path_(path), in_(in_features), out_(out_features) {}
 
-dt PackedLinear::src_dt() const {
-  switch (precision_) {
-    case Precision::f32: return dt::f32;
-    case Precision::bf16: return dt::bf16;
-    case Precision::int8: return dt::s8;
+LinearPath PackedLinear::default_path(Precision precision) {
+  const Isa isa = active_isa();
+  switch (precision) {
+    case Precision::f32: return LinearPath::onednn;
+    case Precision::bf16: return isa >= Isa::avx512_bf16 ? LinearPath::onednn_dpbf16 : LinearPath::bf16_widen;
+    case Precision::int8: return isa >= Isa::avx512_bf16 ? LinearPath::onednn : LinearPath::int8_prism;
   }
-  return dt::undef;
+  return LinearPath::onednn;
 }
 
-dt PackedLinear::weight_dt() const {
-  switch (precision_) {
-    case Precision::f32: return dt::f32;
-    case Precision::bf16: return dt::bf16;
-    case Precision::int8: return dt::s8;
-  }
-  return dt::undef;
-}
+dt PackedLinear::src_dt() const { return dnnl_dt(precision_); }
+dt PackedLinear::weight_dt() const { return dnnl_dt(precision_); }
 
 dnnl::primitive_attr PackedLinear::make_attr(Activation act) const {
   dnnl::primitive_attr attr;
@@ -306,6 +306,7 @@ dnnl::matmul::primitive_desc PackedLinear::make_pd(int64_t rows, int64_t ld, Act
 }
 
 dnnl::matmul PackedLinear::primitive(int64_t rows, int64_t ld, Activation act) const {
+  PRISM_CHECK_MSG(uses_onednn(), "linear: these weights are not packed for oneDNN");
   if (precision_ == Precision::int8) act = Activation::none;  // applied in the epilogue
   const auto key = std::make_tuple(rows, ld, uint8_t(act));
   std::lock_guard<std::mutex> lock(mu_);
@@ -318,65 +319,87 @@ dnnl::matmul PackedLinear::primitive(int64_t rows, int64_t ld, Activation act) c
   return cache_.emplace(key, dnnl::matmul(make_pd(rows, ld, act, weights_md_))).first->second;
 }
 
-Result<std::shared_ptr<PackedLinear>> PackedLinear::create(const Tensor& weight, const Tensor& bias,
-                                                           Precision precision) {
-  const int64_t N = weight.size(0), K = weight.size(1);
-  auto packed = std::shared_ptr<PackedLinear>(new PackedLinear(precision, K, N));
-  PackedLinear& p = *packed;
-  p.has_bias_ = bias.defined();
-
+Status PackedLinear::pack_onednn(const Tensor& weight) {
+  const int64_t N = out_, K = in_;
   // The layout brgemm wants for these K, N and dtypes (see the NOTE at the top).
-  const dnnl::memory::desc any_w({K, N}, p.weight_dt(), tag::any);
+  const dnnl::memory::desc any_w({K, N}, weight_dt(), tag::any);
   dnnl::matmul::primitive_desc pd;
   {
-    dnnl::memory::desc src({kPackRows, K}, p.src_dt(), tag::ab);
+    dnnl::memory::desc src({kPackRows, K}, src_dt(), tag::ab);
     dnnl::memory::desc dst({kPackRows, N}, dt::f32, tag::ab);
     dnnl::primitive_attr attr;
-    if (precision == Precision::int8) {
-      p.weight_scales_.assign(size_t(N), 1.0f);
-      attr = p.make_attr(Activation::none);
+    if (precision_ == Precision::int8) {
+      weight_scales_.assign(size_t(N), 1.0f);
+      attr = make_attr(Activation::none);
     }
     dnnl_primitive_desc_t c_pd = nullptr;
     dnnl::matmul::desc d(src, any_w, dst);
     // The C API, so a failure is a status rather than an exception escaping Prism code.
     if (dnnl_primitive_desc_create(&c_pd, &d.data, attr.get(), cpu::dnnl_engine().get(), nullptr) !=
         dnnl_success)
-      return internal_error("oneDNN has no matmul for linear " + std::to_string(K) + "->" +
-                            std::to_string(N) + " in " + std::string(precision_name(precision)));
+      return internal_error("oneDNN has no matmul for linear " + std::to_string(K) + "->" + std::to_string(N) +
+                            " in " + std::string(precision_name(precision_)) + " on the " +
+                            std::string(isa_name(active_isa())) + " tier");
     pd = dnnl::matmul::primitive_desc(c_pd);
   }
-  p.weights_md_ = pd.weights_desc();
+  weights_md_ = pd.weights_desc();
 
   // Source weights as oneDNN's [K, N] view of the row-major [N, K] tensor.
   Tensor w_src;
-  if (precision == Precision::int8) {
-    // sw[n] = max|w[n, :]| / 127; q = round_half_even(w / sw).
-    Tensor w32 = weight.to(DType::f32).contiguous();
-    w_src = Tensor::empty({N, K}, DType::i8);
-    const float* w = w32.data<float>();
-    int8_t* q = w_src.data<int8_t>();
-    for (int64_t n = 0; n < N; ++n) {
-      float amax = 0.0f;
-      for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(w[n * K + k]));
-      const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;
-      p.weight_scales_[size_t(n)] = scale;
-      for (int64_t k = 0; k < K; ++k)
-        q[n * K + k] = int8_t(std::clamp(std::nearbyint(w[n * K + k] / scale), -127.0f, 127.0f));
-    }
-  } else {
-    w_src = weight.to(precision == Precision::f32 ? DType::f32 : DType::bf16).contiguous();
-  }
-  dnnl::memory::desc plain_w({K, N}, p.weight_dt(), dnnl::memory::dims{1, K});
+  if (precision_ == Precision::int8)
+    quantize_weights(weight, w_src, weight_scales_);
+  else
+    w_src = weight.to(precision_ == Precision::f32 ? DType::f32 : DType::bf16).contiguous();
+  dnnl::memory::desc plain_w({K, N}, weight_dt(), dnnl::memory::dims{1, K});
   dnnl::memory plain(plain_w, cpu::dnnl_engine(), w_src.raw_data());
-  p.weights_ = dnnl::memory(p.weights_md_, cpu::dnnl_engine());
-  dnnl::reorder(plain, p.weights_).execute(cpu::dnnl_stream(), plain, p.weights_);
+  weights_ = dnnl::memory(weights_md_, cpu::dnnl_engine());
+  dnnl::reorder(plain, weights_).execute(cpu::dnnl_stream(), plain, weights_);
   cpu::dnnl_stream().wait();
+  return Status();
+}
 
-  if (p.has_bias_) {
-    p.bias_ = bias.contiguous().to(DType::f32).clone();
+Result<std::shared_ptr<PackedLinear>> PackedLinear::create(const Tensor& weight, const Tensor& bias,
+                                                           Precision precision) {
+  return create(weight, bias, precision, default_path(precision));
+}
+
+Result<std::shared_ptr<PackedLinear>> PackedLinear::create(const Tensor& weight, const Tensor& bias,
+                                                           Precision precision, LinearPath path) {
+  const int64_t N = weight.size(0), K = weight.size(1);
+  const bool fits = path == LinearPath::onednn || (path == LinearPath::onednn_dpbf16 && precision == Precision::bf16) ||
+                    (path == LinearPath::bf16_widen && precision == Precision::bf16) ||
+                    (path == LinearPath::int8_prism && precision == Precision::int8);
+  if (!fits)
+    return invalid_argument("linear path " + std::string(linear_path_name(path)) + " cannot run " +
+                            std::string(precision_name(precision)));
+  if (path == LinearPath::onednn_dpbf16 && cpu::bf16_dot_kernels().small_m == nullptr)
+    return failed_precondition("linear path onednn_dpbf16 needs AVX512_BF16; the tier is " +
+                               std::string(isa_name(active_isa())));
+  auto packed = std::shared_ptr<PackedLinear>(new PackedLinear(precision, path, K, N));
+  PackedLinear& p = *packed;
+  p.has_bias_ = bias.defined();
+  if (p.has_bias_) p.bias_ = bias.contiguous().to(DType::f32).clone();
+
+  switch (path) {
+    case LinearPath::onednn:
+      PRISM_RETURN_IF_ERROR(p.pack_onednn(weight));
+      break;
+    case LinearPath::onednn_dpbf16:
+      PRISM_RETURN_IF_ERROR(p.pack_onednn(weight));
+      p.small_m_ = bf16_panel_weights(p.weights_md_, p.weights_.get_data_handle(), K, N);
+      break;
+    case LinearPath::bf16_widen: {
+      const Tensor w = weight.to(DType::bf16).contiguous();
+      p.widen_ = cpu::pack_bf16_widen(w.data<bf16>(), N, K, cpu::bf16_widen_kernels().panel_width);
+      break;
+    }
+    case LinearPath::int8_prism: {
+      Tensor q;
+      quantize_weights(weight, q, p.weight_scales_);
+      PRISM_ASSIGN_OR_RETURN(p.int8_, cpu::int8_kernels().pack(q.data<int8_t>(), p.weight_scales_.data(), N, K));
+      break;
+    }
   }
-  if (precision == Precision::bf16)
-    p.small_m_ = cpu::bf16_panel_weights(p.weights_md_, p.weights_.get_data_handle(), K, N);
   return packed;
 }
 
@@ -416,13 +439,28 @@ Result<LinearWeight> pack_linear(const Tensor& weight, const Tensor& bias, Preci
 // ---- linear ----
 
 void PackedLinear::run(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const {
-  if (small_m_ && rows <= cpu::kSmallMMaxRows) return run_small_m(x, rows, ld, act, y);
-  run_onednn(x, rows, ld, act, y);
+  switch (path_) {
+    case LinearPath::onednn: return run_onednn(x, rows, ld, act, y);
+    case LinearPath::onednn_dpbf16:
+      if (small_m_ && rows <= cpu::kSmallMMaxRows) return run_small_m(x, rows, ld, act, y);
+      return run_onednn(x, rows, ld, act, y);
+    case LinearPath::bf16_widen:
+      return cpu::bf16_widen_kernels().gemm(x, rows, ld, widen_, bias_ptr(), act, y);
+    case LinearPath::int8_prism: return run_int8_prism(x, rows, ld, act, y);
+  }
 }
 
 void PackedLinear::run_small_m(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const {
   PRISM_CHECK_MSG(small_m_.has_value(), "linear: no small-M path for these weights");
-  cpu::small_m_linear_bf16(x, rows, ld, *small_m_, has_bias_ ? bias_.data<float>() : nullptr, act, y);
+  PRISM_CHECK_MSG(rows >= 1 && rows <= cpu::kBf16DotMaxRows, "linear: small-M kernel rows out of range");
+  cpu::bf16_dot_kernels().small_m(x, rows, ld, *small_m_, bias_ptr(), act, y);
+}
+
+void PackedLinear::run_int8_prism(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const {
+  int8_t* xq = static_cast<int8_t*>(src_scratch().get(size_t(rows * in_)));
+  float* sx = static_cast<float*>(scale_scratch().get(size_t(rows) * sizeof(float)));
+  quantize_rows_s8(x, ld, rows, in_, xq, sx);
+  cpu::int8_kernels().gemm(xq, rows, sx, int8_, bias_ptr(), act, y);
 }
 
 void PackedLinear::run_onednn(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const {
@@ -464,8 +502,7 @@ void PackedLinear::run_onednn(const float* x, int64_t rows, int64_t ld, Activati
   args.emplace(DNNL_ARG_DST, dnnl::memory({{rows, out_}, dt::f32, tag::ab}, eng, y));
   prim.execute(stream, args);
   stream.wait();
-  if (row_scales)
-    int8_epilogue(y, rows, out_, row_scales, has_bias_ ? bias_.data<float>() : nullptr, act);
+  if (row_scales) int8_epilogue(y, rows, out_, row_scales, bias_ptr(), act);
 }
 
 Tensor linear(const Tensor& x, const LinearWeight& w, Activation act) {

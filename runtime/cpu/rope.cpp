@@ -1,64 +1,17 @@
 // Rotary position embeddings: the inverse-frequency vector, a cos/sin table built once per
-// model, and the in-place rotation of q or k heads (possibly a strided view of a fused QKV).
+// model, and the in-place rotation of q or k heads (possibly a strided view of a fused QKV) by
+// the tier's kernels (runtime/cpu/kernels/rope.cpp).
 // NOTE: inv_freq and the table follow Hugging Face's f32 arithmetic: angle = float(pos) * inv_freq rounded to
 // f32 (as its f32 outer product does), then cos/sin of that f32 angle, here in double. That
 // keeps long positions, where the f32 product's rounding dominates, aligned with PyTorch.
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/cpu/vec_math.h"
+#include "runtime/cpu/rope_kernels.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
 
 namespace prism::ops {
-namespace {
-
-// Half style (rotate_half): x1 = x[:r/2], x2 = x[r/2:r];
-// x1' = x1 c - x2 s, x2' = x2 c + x1 s.
-void rotate_half(float* x, const float* c, const float* s, int64_t half) {
-  int64_t i = 0;
-#ifdef __AVX512F__
-  for (; i < half; i += 16) {
-    const __mmask16 m = half - i >= 16 ? __mmask16(0xffff) : cpu::tail_mask(half - i);
-    const __m512 x1 = _mm512_maskz_loadu_ps(m, x + i), x2 = _mm512_maskz_loadu_ps(m, x + half + i);
-    const __m512 vc = _mm512_maskz_loadu_ps(m, c + i), vs = _mm512_maskz_loadu_ps(m, s + i);
-    _mm512_mask_storeu_ps(x + i, m, _mm512_fmsub_ps(x1, vc, _mm512_mul_ps(x2, vs)));
-    _mm512_mask_storeu_ps(x + half + i, m, _mm512_fmadd_ps(x2, vc, _mm512_mul_ps(x1, vs)));
-  }
-#endif
-  for (; i < half; ++i) {
-    const float x1 = x[i], x2 = x[half + i];
-    x[i] = x1 * c[i] - x2 * s[i];
-    x[half + i] = x2 * c[i] + x1 * s[i];
-  }
-}
-
-// Interleaved style (GPT-J): pairs (x[2i], x[2i+1]) rotate by angle i.
-void rotate_pairs(float* x, const float* c, const float* s, int64_t half) {
-  int64_t i = 0;
-#ifdef __AVX512F__
-  // 8 pairs per register: cos/sin lanes duplicated to (i, i); fmaddsub gives
-  // even = x0 c - x1 s, odd = x1 c + x0 s with x swapped within pairs as the addend's source.
-  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  for (; i < half; i += 8) {
-    const int64_t np = std::min<int64_t>(8, half - i);
-    const __mmask8 m8 = __mmask8((1u << np) - 1u);
-    const __mmask16 m = cpu::tail_mask(2 * np);  // 2 * np <= 16
-    const __m512 vx = _mm512_maskz_loadu_ps(m, x + 2 * i);
-    const __m512 vc = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_maskz_loadu_ps(m8, c + i)));
-    const __m512 vs = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_maskz_loadu_ps(m8, s + i)));
-    const __m512 swapped = _mm512_permute_ps(vx, 0xB1);  // (x1, x0) in each pair
-    _mm512_mask_storeu_ps(x + 2 * i, m, _mm512_fmaddsub_ps(vx, vc, _mm512_mul_ps(swapped, vs)));
-  }
-#endif
-  for (; i < half; ++i) {
-    const float x0 = x[2 * i], x1 = x[2 * i + 1];
-    x[2 * i] = x0 * c[i] - x1 * s[i];
-    x[2 * i + 1] = x1 * c[i] + x0 * s[i];
-  }
-}
-
-}  // namespace
 
 Tensor rope_inv_freq(int rotary_dim, double theta) {
   PRISM_CHECK_MSG(rotary_dim > 0 && rotary_dim % 2 == 0, "rope: rotary_dim must be even and positive");
@@ -115,7 +68,8 @@ void apply_rope(Tensor& x, const Tensor& positions, const RopeTable& table, Rope
   float* px = x.data<float>();
   const float* pc = table.cos.data<float>();
   const float* ps = table.sin.data<float>();
-  const auto rotate = style == RopeStyle::half ? rotate_half : rotate_pairs;
+  const cpu::RopeKernels& k = cpu::rope_kernels();
+  const auto rotate = style == RopeStyle::half ? k.rotate_half : k.rotate_pairs;
   // Rows are (token, head); a chunk is ~8K rotated floats so small calls stay on one thread.
   parallel_for(num_tokens * num_heads, std::max<int64_t>(1, 4096 / half), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {

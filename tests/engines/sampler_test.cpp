@@ -358,6 +358,48 @@ TEST(Sampler, GreedyArgmaxOverAWideRowFindsTheFirstMaximum) {
   EXPECT_EQ(s.sample(row).token, 77777);
 }
 
+// Rows of every length from 1 to 33 (the vectorised passes' whole vectors of 8 and 16 lanes
+// and every tail): greedy finds the first maximum wherever it is, NaN never wins, and a draw
+// only ever lands on a token with weight, including the last one of a short tail block.
+TEST(Sampler, ShortRowsAtEveryPosition) {
+  SequenceSampler g(greedy_params(), 1, {});
+  for (int n = 1; n <= 33; ++n)
+    for (int at = 0; at < n; ++at) {
+      std::vector<float> row(size_t(n), -1.0f);
+      for (int i = 0; i < n; i += 4) row[size_t(i)] = std::nanf("");
+      row[size_t(at)] = 2.0f;
+      if (at + 3 < n) row[size_t(at + 3)] = 2.0f;  // a later tie loses
+      ASSERT_EQ(g.sample(row).token, at) << n << " " << at;
+      // One token with all the mass (the others -inf): every draw is that token.
+      std::vector<float> one(size_t(n), kNegInf);
+      one[size_t(at)] = 0.5f;
+      SequenceSampler r(SamplingParams{}, uint64_t(n * 100 + at), {});
+      ASSERT_EQ(r.sample(one).token, at) << n << " " << at;
+    }
+}
+
+// Logprobs of short rows: the reported values are a log-softmax of the raw row (they
+// exponentiate to a distribution), the top list in order, for every tail length.
+TEST(Sampler, LogprobsOfShortRowsNormalise) {
+  SamplingParams p;
+  p.logprobs = true;
+  p.top_logprobs = 20;
+  for (int n = 1; n <= 33; ++n) {
+    SequenceSampler s(p, uint64_t(n), {});
+    std::vector<float> row;
+    for (int i = 0; i < n; ++i) row.push_back(float((i * 7) % 11) - 5.0f);
+    const SampledToken t = s.sample(row);
+    ASSERT_EQ(t.logprobs.top.size(), size_t(std::min(n, 20)));
+    double mass = 0;
+    for (const TokenLogprob& e : t.logprobs.top) mass += std::exp(double(e.logprob));
+    if (n <= 20) {
+      EXPECT_NEAR(mass, 1.0, 1e-5) << n;
+    }
+    for (size_t i = 1; i < t.logprobs.top.size(); ++i)
+      EXPECT_GE(t.logprobs.top[i - 1].logprob, t.logprobs.top[i].logprob) << n;
+  }
+}
+
 TEST(Sampler, VerifyGreedyAcceptsTheArgmaxPrefixThenCorrects) {
   const int64_t vocab = 4;
   // Argmaxes of the rows: 2, 1, 3, 0.

@@ -363,7 +363,10 @@ TEST(WhisperF32, ABatchOfTwoSegmentsEqualsEachAlone) {
   }
   report("f32", "batch of two segments, worst logits vs each alone", std::to_string(vs_alone));
   report("f32", "batch of two segments, worst step logits vs reference", std::to_string(vs_reference));
-  EXPECT_LE(vs_alone, 1e-6);
+  // Batched and alone differ only in summation order (another row count takes another GEMM
+  // blocking or the decode kernel, per tier): the same f32 rounding bound as against the
+  // reference. A row mixed up with the other segment's would be off by the logits' range.
+  EXPECT_LE(vs_alone, kF32Bound);
   EXPECT_LE(vs_reference, kF32Bound);
   EXPECT_EQ(tokens[0], alone[0].tokens);
   EXPECT_EQ(tokens[1], alone[1].tokens);

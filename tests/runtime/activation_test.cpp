@@ -95,5 +95,45 @@ TEST(ActivationTest, NanPropagates) {
   EXPECT_TRUE(std::isnan(ops::quick_gelu(x).data<float>()[0]));
 }
 
+// Every length from 1 to 33: whole vectors of 8 (AVX2) and 16 (AVX-512) lanes and every
+// masked tail, each element against the reference, so a lane the tail mishandles shows.
+TEST(ActivationTest, EveryTailLengthMatchesReference) {
+  for (int64_t n = 1; n <= 33; ++n) {
+    const Tensor x = random_f32({n}, uint32_t(100 + n), -12.0f, 12.0f);
+    EXPECT_TRUE(all_close(ops::gelu(x, ops::GeluForm::erf), map_ref(x, gelu_erf_ref), kRtol, kAtol)) << n;
+    EXPECT_TRUE(all_close(ops::gelu(x, ops::GeluForm::tanh), map_ref(x, gelu_tanh_ref), kRtol, kAtol)) << n;
+    EXPECT_TRUE(all_close(ops::silu(x), map_ref(x, silu_ref), kRtol, kAtol)) << n;
+    EXPECT_TRUE(all_close(ops::quick_gelu(x), map_ref(x, quick_gelu_ref), kRtol, kAtol)) << n;
+    const Tensor up = random_f32({n}, uint32_t(200 + n));
+    std::vector<double> expected = map_ref(x, silu_ref);
+    const std::vector<double> u = to_doubles(up);
+    for (size_t i = 0; i < expected.size(); ++i) expected[i] *= u[i];
+    EXPECT_TRUE(all_close(ops::swiglu(x, up), expected, kRtol, kAtol)) << n;
+  }
+}
+
+// NaN in, NaN out, and +inf in, +inf out (the activations promise both), in every lane of a
+// whole vector and of a tail.
+TEST(ActivationTest, NanAndInfinityInEveryLane) {
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 33}) {
+    for (int64_t at = 0; at < n; ++at) {
+      Tensor x = random_f32({n}, uint32_t(n));
+      x.data<float>()[at] = NAN;
+      if (at + 1 < n) x.data<float>()[at + 1] = INFINITY;
+      for (const Tensor& y : {ops::gelu(x), ops::gelu(x, ops::GeluForm::tanh), ops::silu(x), ops::quick_gelu(x)}) {
+        ASSERT_TRUE(std::isnan(y.data<float>()[at])) << n << " " << at;
+        if (at + 1 < n) {
+          ASSERT_EQ(y.data<float>()[at + 1], INFINITY) << n << " " << at;
+        }
+        for (int64_t i = 0; i < n; ++i) {  // the other lanes are untouched by their neighbours
+          if (i != at && i != at + 1) {
+            ASSERT_TRUE(std::isfinite(y.data<float>()[i])) << n << " " << at;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace prism

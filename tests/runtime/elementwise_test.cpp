@@ -2,6 +2,8 @@
 // in both directions, strided operands, and tensors big enough to split over threads.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "runtime/ops.h"
 #include "test_util/eltwise.h"
 
@@ -91,6 +93,45 @@ TEST(ElementwiseTest, AddInPlaceIntoAView) {
   const float* p = base.data<float>();
   for (int r = 0; r < 4; ++r)
     for (int j : {0, 1, 7, 8, 9}) EXPECT_EQ(p[r * 10 + j], float(orig[r * 10 + j]));
+}
+
+// Every row length from 1 to 33 (whole vectors of 8 and 16 lanes, every masked tail), with a
+// row, a broadcast value or a bias row as the other operand: one f32 rounding per element, so
+// the result must equal the float arithmetic exactly, and IEEE specials must come through.
+TEST(ElementwiseTest, EveryTailLengthIsExact) {
+  for (int64_t n = 1; n <= 33; ++n) {
+    Tensor a = random_f32({2, n}, uint32_t(300 + n));
+    const Tensor row = random_f32({2, n}, uint32_t(400 + n)), one = random_f32({1}, uint32_t(500 + n));
+    const Tensor bias = random_f32({n}, uint32_t(600 + n));
+    a.data<float>()[n - 1] = INFINITY;                 // the last lane of a tail
+    if (n > 1) a.data<float>()[n + 1] = NAN;           // second row, lane 1
+    for (const Tensor* b : {&row, &one, &bias}) {
+      const Tensor s = ops::add(a, *b), p = ops::mul(a, *b), s_rev = ops::add(*b, a);
+      for (int64_t i = 0; i < 2 * n; ++i) {
+        const float x = a.data<float>()[i];
+        const float y = b->numel() == 1 ? b->data<float>()[0] : b->data<float>()[b->numel() == n ? i % n : i];
+        const float sum = x + y, prod = x * y;
+        if (std::isnan(sum)) {
+          ASSERT_TRUE(std::isnan(s.data<float>()[i]) && std::isnan(s_rev.data<float>()[i])) << n << " " << i;
+        } else {
+          ASSERT_EQ(s.data<float>()[i], sum) << n << " " << i;
+          ASSERT_EQ(s_rev.data<float>()[i], sum) << n << " " << i;
+        }
+        if (std::isnan(prod)) {
+          ASSERT_TRUE(std::isnan(p.data<float>()[i])) << n << " " << i;
+        } else {
+          ASSERT_EQ(p.data<float>()[i], prod) << n << " " << i;
+        }
+      }
+      Tensor acc = a.clone();
+      ops::add_(acc, *b);
+      for (int64_t i = 0; i < 2 * n; ++i) {
+        if (!std::isnan(s.data<float>()[i])) {
+          ASSERT_EQ(acc.data<float>()[i], s.data<float>()[i]) << n << " " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(ElementwiseDeathTest, IncompatibleShapesAbort) {

@@ -2,6 +2,9 @@
 // element (the widening to f32 is exact); an out-of-range id aborts.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "runtime/ops.h"
 #include "test_util/eltwise.h"
 
@@ -44,6 +47,51 @@ TEST(EmbeddingTest, ManyIdsRunInParallel) {
   for (size_t i = 0; i < ids.size(); ++i) ids64[i] = ids[i] = int32_t((i * 7919) % 1000);
   const Tensor out = ops::embedding(table.to(DType::bf16), Tensor::from<int32_t>(std::span<const int32_t>(ids), {int64_t(ids.size())}));
   expect_rows(out, table.to(DType::bf16).to(DType::f32), ids64);
+}
+
+// Every row width from 1 to 33 (whole vectors of 8 and 16 lanes, every tail; the tail of a
+// 16-bit row is widened from a padded copy, never read past the row's end).
+TEST(EmbeddingTest, EveryTailWidthIsExact) {
+  for (int64_t h = 1; h <= 33; ++h) {
+    const Tensor table = random_f32({5, h}, uint32_t(h));
+    const std::vector<int64_t> ids = {4, 0, 2};
+    for (DType dt : {DType::bf16, DType::f16}) {
+      const Tensor t = table.to(dt);
+      expect_rows(ops::embedding(t, Tensor::from<int32_t>({4, 0, 2}, {3})), t.to(DType::f32), ids);
+    }
+  }
+}
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// The widening is exact for every class of value: +-0, denormals, the largest finite, +-inf
+// (NaN stays NaN), in every lane.
+TEST(EmbeddingTest, SpecialValuesWidenExactly) {
+  const uint16_t bf16_bits[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc1, 0x3f80, 0xc2f7};
+  const uint16_t f16_bits[] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e01, 0x3c00, 0x0400};
+  for (int64_t h : {11, 19, 33}) {
+    std::vector<bf16> b(size_t(2 * h));
+    std::vector<f16> f(size_t(2 * h));
+    for (int64_t i = 0; i < 2 * h; ++i) {
+      b[size_t(i)] = bf16{bf16_bits[i % 11]};
+      f[size_t(i)] = f16{f16_bits[(i + 3) % 11]};
+    }
+    const Tensor ids = Tensor::from<int32_t>({1, 0}, {2});
+    const Tensor ob = ops::embedding(Tensor::from<bf16>(std::span<const bf16>(b), {2, h}), ids);
+    const Tensor of = ops::embedding(Tensor::from<f16>(std::span<const f16>(f), {2, h}), ids);
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t i = 0; i < h; ++i) {
+        const size_t src = size_t((1 - r) * h + i);
+        const float want_b = bf16_to_f32(b[src]), want_f = f16_to_f32(f[src]);
+        const float got_b = ob.data<float>()[r * h + i], got_f = of.data<float>()[r * h + i];
+        EXPECT_TRUE(std::isnan(want_b) ? std::isnan(got_b) : bits_of(got_b) == bits_of(want_b)) << h << " " << i;
+        EXPECT_TRUE(std::isnan(want_f) ? std::isnan(got_f) : bits_of(got_f) == bits_of(want_f)) << h << " " << i;
+      }
+  }
 }
 
 TEST(EmbeddingDeathTest, OutOfRangeIdAborts) {

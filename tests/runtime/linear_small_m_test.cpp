@@ -1,10 +1,13 @@
-// The small-M bf16 linear kernel (runtime/cpu/linear_small_m.cpp) against oneDNN's path on
-// the same packed weights: every row count it takes (1..16), shapes with K and N off the
-// 16/64 blocks (padding), a strided x, bias or none, each activation. Both paths round x and
-// W to bf16 the same way and accumulate in f32, so they differ only by summation order:
-// the bound per element is the f32 accumulation bound max(K 2^-24, 2e-6) * sum|x w| plus a
-// few ulp for the activation forms (oneDNN's post-op vs vec_math). ops::linear itself (which
-// dispatches by rows) is checked against a double reference in linear_test.
+// The dpbf16 small-M bf16 linear kernel (runtime/cpu/kernels/linear_bf16_dot.cpp, the
+// onednn_dpbf16 path of the AVX512_BF16 tiers) against oneDNN's path on the same packed
+// weights: every row count it takes (1..16), shapes with K and N off the 16/64 blocks
+// (padding), a strided x, bias or none, each activation. Both paths round x and W to bf16 the
+// same way and accumulate in f32, so they differ only by summation order: the bound per
+// element is the f32 accumulation bound max(K 2^-24, 2e-6) * sum|x w| plus a few ulp for the
+// activation forms (oneDNN's post-op vs vec_math). ops::linear itself (which dispatches by
+// rows) is checked against a double reference in linear_test. On tiers without AVX512_BF16
+// the kernel does not exist: these tests skip there, and bf16 takes the widen kernel
+// (linear_kernels_test).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "runtime/cpu/linear_packed.h"
+#include "runtime/isa.h"
 #include "runtime/ops.h"
 
 namespace prism::ops {
@@ -25,6 +29,12 @@ Tensor random_tensor(const Dims& shape, std::mt19937& rng, float lo = -1.0f, flo
 }
 
 float round_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+
+// Skips a test on tiers whose bf16 path is not onednn_dpbf16.
+#define SKIP_WITHOUT_DPBF16()                                                                        \
+  if (PackedLinear::default_path(Precision::bf16) != LinearPath::onednn_dpbf16)                     \
+  GTEST_SKIP() << "the " << isa_name(active_isa())                                                   \
+               << " tier has no AVX512_BF16: bf16 takes the widen kernel there (linear_kernels_test)"
 
 struct Case {
   int64_t k, n;
@@ -57,6 +67,7 @@ void check_case(const Case& c, int64_t rows, int64_t ld, uint32_t seed) {
 }
 
 TEST(LinearSmallMTest, MatchesOnednnEveryRowCount) {
+  SKIP_WITHOUT_DPBF16();
   const Case shapes[] = {
       {64, 48, true, Activation::none},       // one group, N padded to 64
       {100, 37, false, Activation::none},     // K padded to 128, N to 64
@@ -70,12 +81,14 @@ TEST(LinearSmallMTest, MatchesOnednnEveryRowCount) {
 }
 
 TEST(LinearSmallMTest, StridedRowsAndEveryActivation) {
+  SKIP_WITHOUT_DPBF16();
   uint32_t seed = 100;
   for (Activation act : {Activation::none, Activation::relu, Activation::gelu_erf, Activation::gelu_tanh, Activation::silu})
     for (int64_t rows : {1, 3, 8}) check_case({192, 144, true, act}, rows, 192 + 40, seed++);
 }
 
 TEST(LinearSmallMTest, OpsLinearTakesItAtSmallM) {
+  SKIP_WITHOUT_DPBF16();
   // ops::linear at rows <= kSmallMMaxRows must give the kernel's result bit for bit, and
   // above it oneDNN's.
   std::mt19937 rng(7);
@@ -91,12 +104,23 @@ TEST(LinearSmallMTest, OpsLinearTakesItAtSmallM) {
   }
 }
 
-TEST(LinearSmallMTest, OnlyBf16HasIt) {
+TEST(LinearSmallMTest, OnlyBf16OnTheDpbf16PathHasIt) {
   std::mt19937 rng(8);
   const Tensor w = random_tensor({64, 64}, rng);
-  EXPECT_TRUE(pack_linear(w, Tensor(), Precision::bf16)->packed->has_small_m());
+  const bool dpbf16 = PackedLinear::default_path(Precision::bf16) == LinearPath::onednn_dpbf16;
+  EXPECT_EQ(pack_linear(w, Tensor(), Precision::bf16)->packed->has_small_m(), dpbf16) << isa_name(active_isa());
   EXPECT_FALSE(pack_linear(w, Tensor(), Precision::f32)->packed->has_small_m());
   EXPECT_FALSE(pack_linear(w, Tensor(), Precision::int8)->packed->has_small_m());
+}
+
+TEST(LinearSmallMTest, Dpbf16PathIsRefusedWithoutTheKernel) {
+  if (PackedLinear::default_path(Precision::bf16) == LinearPath::onednn_dpbf16)
+    GTEST_SKIP() << "the " << isa_name(active_isa()) << " tier has the kernel";
+  std::mt19937 rng(9);
+  const Tensor w = random_tensor({32, 32}, rng);
+  Result<std::shared_ptr<PackedLinear>> p = PackedLinear::create(w, Tensor(), Precision::bf16, LinearPath::onednn_dpbf16);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.status().code(), StatusCode::failed_precondition);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // ops::linear and pack_linear against a naive double-accumulated reference, in f32, bf16
 // and int8, with each activation, with and without bias; the fused QuickGELU against linear
-// then ops::quick_gelu; plus pack_linear's errors.
-// Tolerances are bounds derived from each precision's rounding (see tolerance()).
+// then ops::quick_gelu; plus pack_linear's errors and the path each tier takes. Every test
+// holds on every tier (the path differs: linear.cpp's NOTE table); run the binary with
+// PRISM_ISA=avx2, =avx512 and unset.
+// Tolerances are bounds derived from each precision's rounding (see tolerance()), the loosest
+// path's: bf16 rounds x too on the native-bf16 tiers, not on the others.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +13,8 @@
 #include <vector>
 
 #include "runtime/arena.h"
+#include "runtime/cpu/linear_packed.h"
+#include "runtime/isa.h"
 #include "runtime/ops.h"
 #include "test_util/eltwise.h"
 
@@ -35,7 +40,8 @@ double activate_ref(double v, Activation act) {
 //        bound (S = sum |x w| + |b|); 2e-6 * S covers K <= 32 exactly and is loose beyond
 //        (the error grows like sqrt(K) in practice), so use max(K * 2^-24, 2e-6) * S.
 //  bf16: x and w are each rounded to 8 mantissa bits (rel err <= 2^-9), so each product is
-//        off by <= ~2^-8 |x w|: bound 2^-8 * S, plus the f32 term.
+//        off by <= ~2^-8 |x w|: bound 2^-8 * S, plus the f32 term. (The widen path of the
+//        tiers without native bf16 rounds w only: 2^-9 S; the bound covers both.)
 //  int8: x is off by <= sx/2 per element, w by <= sw[n]/2, so each product is off by
 //        <= |x| sw/2 + |w| sx/2 + sx sw/4: bound (sw/2) sum|x| + (sx/2) sum|w| + K sx sw/4.
 double tolerance(Precision p, const float* x, const float* w, int64_t K, double bias_abs) {
@@ -201,10 +207,11 @@ TEST(LinearTest, Int8EpilogueActivationsAreAccurate) {
 }
 
 TEST(LinearTest, FusedQuickGeluMatchesLinearThenQuickGelu) {
-  // The fused form (oneDNN's swish post-op with alpha 1.702 in f32 / bf16 at large M, our
-  // epilogues in int8 and the small-M bf16 kernel) against linear then ops::quick_gelu, with
-  // the epilogue tolerance above. Rows 1 and 5 take the small-M kernel in bf16 (where the
-  // CPU has AVX-512 BF16), 300 the oneDNN path; N = 200 leaves a partial 16-lane tail.
+  // The fused form (oneDNN's swish post-op with alpha 1.702 in f32, and bf16 at large M on
+  // native-bf16 tiers; our epilogues in int8, the small-M dpbf16 kernel and the widen kernel)
+  // against linear then ops::quick_gelu, with the epilogue tolerance above. Rows 1 and 5 take
+  // the small-M kernel in bf16 on the dpbf16 path, 300 oneDNN there; the widen path takes
+  // both; N = 200 leaves a partial vector tail.
   // Pre-activations reach |v| ~ 12, both tails of the sigmoid.
   const Tensor w = test::random_f32({200, 96}, 17, -0.4f, 0.4f);
   const Tensor b = test::random_f32({200}, 18, -4.0f, 4.0f);
@@ -247,6 +254,36 @@ TEST(LinearTest, OutputComesFromTheArenaAndRepeatsExactly) {
       EXPECT_EQ(std::memcmp(y.raw_data(), first.raw_data(), y.nbytes()), 0);
     }
   }
+}
+
+TEST(LinearTest, PathPerTier) {
+  // linear.cpp's NOTE table, and what `prism info` prints for it.
+  const Isa isa = active_isa();
+  EXPECT_EQ(PackedLinear::default_path(Precision::f32), LinearPath::onednn);
+  EXPECT_EQ(PackedLinear::default_path(Precision::bf16),
+            isa >= Isa::avx512_bf16 ? LinearPath::onednn_dpbf16 : LinearPath::bf16_widen);
+  EXPECT_EQ(PackedLinear::default_path(Precision::int8), isa >= Isa::avx512_bf16 ? LinearPath::onednn : LinearPath::int8_prism);
+  const Tensor w = test::random_f32({24, 40}, 30, -1.0f, 1.0f);
+  for (Precision p : {Precision::f32, Precision::bf16, Precision::int8}) {
+    Result<LinearWeight> lw = pack_linear(w, Tensor(), p);
+    ASSERT_TRUE(lw.has_value()) << precision_name(p) << ": " << lw.status().to_string();
+    EXPECT_EQ(lw->packed->path(), PackedLinear::default_path(p));
+    const std::string path = linear_path(p);
+    EXPECT_EQ(path.rfind(std::string(isa_name(isa)) + ": ", 0), 0u) << path;
+    EXPECT_EQ(path.find("none"), std::string::npos) << path;
+  }
+}
+
+TEST(LinearTest, PathsRefuseWhatTheyCannotRun) {
+  const Tensor w = test::random_f32({8, 8}, 31, -1.0f, 1.0f);
+  EXPECT_EQ(PackedLinear::create(w, Tensor(), Precision::f32, LinearPath::bf16_widen).status().code(),
+            StatusCode::invalid_argument);
+  EXPECT_EQ(PackedLinear::create(w, Tensor(), Precision::bf16, LinearPath::int8_prism).status().code(),
+            StatusCode::invalid_argument);
+  EXPECT_EQ(PackedLinear::create(w, Tensor(), Precision::int8, LinearPath::onednn_dpbf16).status().code(),
+            StatusCode::invalid_argument);
+  // The widen kernel exists on every tier.
+  EXPECT_TRUE(PackedLinear::create(w, Tensor(), Precision::bf16, LinearPath::bf16_widen).has_value());
 }
 
 TEST(LinearTest, ZeroRowsAndZeroInput) {

@@ -101,6 +101,23 @@ TEST(NormTest, SoftmaxMatchesReference) {
   }
 }
 
+// Every row width from 1 to 33: whole vectors of 8 (AVX2) and 16 (AVX-512) lanes and every
+// masked tail, where a lane read as 0 instead of being left out would shift the statistics.
+TEST(NormTest, EveryTailWidthMatchesReference) {
+  for (int64_t h = 1; h <= 33; ++h) {
+    const Tensor x = random_f32({3, h}, uint32_t(h), 2.0f, 6.0f);  // far from 0: a stray 0 shows
+    const Tensor w = random_f32({h}, uint32_t(50 + h), 0.5f, 1.5f), b = random_f32({h}, uint32_t(100 + h));
+    EXPECT_TRUE(all_close(ops::layer_norm(x, w, b, 1e-5f), ref_layer_norm(x, w, b, 1e-5), 1e-5, 1e-5)) << h;
+    EXPECT_TRUE(all_close(ops::rms_norm(x, w, 1e-6f), ref_rms_norm(x, w, 1e-6), 1e-5, 1e-6)) << h;
+    Tensor masked = random_f32({3, h}, uint32_t(150 + h), -20.0f, -10.0f);  // below 0: a stray 0 would win the max
+    masked.data<float>()[h - 1] = -INFINITY;                                // the last lane of a tail
+    EXPECT_TRUE(all_close(ops::softmax(masked), ref_softmax(masked), 1e-5, 1e-9)) << h;
+    if (h > 1) {
+      EXPECT_EQ(ops::softmax(masked).data<float>()[h - 1], 0.0f) << h;
+    }
+  }
+}
+
 TEST(NormTest, SoftmaxIsStableAndHonoursMasks) {
   const float inf = std::numeric_limits<float>::infinity();
   const Tensor x = Tensor::from<float>({1000.0f, 999.0f, -inf, 998.0f,  //

@@ -96,6 +96,37 @@ TEST(RopeTest, RotatesAStridedViewOfFusedQkvInPlace) {
     for (int64_t j = H * D; j < 3 * H * D; ++j) ASSERT_EQ(after[t * 3 * H * D + j], before[t * 3 * H * D + j]);
 }
 
+// Every half width from 1 to 33 (whole vectors and every masked tail: 8 or 16 lanes for the
+// half style, 4 or 8 pairs for the interleaved one), exactly: on every tier each output is one
+// fma over one rounded product, first' = fma(first, c, -(second s)), second' = fma(second, c,
+// first s), with (first, second) = (x[i], x[i + half]) or (x[2i], x[2i + 1]). The dims past
+// the rotary ones stay as they were.
+TEST(RopeTest, EveryTailWidthIsExact) {
+  for (ops::RopeStyle style : {ops::RopeStyle::half, ops::RopeStyle::interleaved})
+    for (int64_t half = 1; half <= 33; ++half) {
+      const int64_t T = 3, H = 2, D = 2 * half + 3;
+      const ops::RopeTable table = ops::make_rope_table(ops::rope_inv_freq(int(2 * half), 10000.0), 64);
+      const std::vector<int32_t> pos = {5, 0, 63};
+      Tensor x = random_f32({T, H, D}, uint32_t(half));
+      const std::vector<float> before(x.data<float>(), x.data<float>() + x.numel());
+      ops::apply_rope(x, Tensor::from<int32_t>(std::span<const int32_t>(pos), {T}), table, style);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+          const float* in = before.data() + (t * H + h) * D;
+          const float* out = x.data<float>() + (t * H + h) * D;
+          const float* c = table.cos.data<float>() + pos[t] * half;
+          const float* s = table.sin.data<float>() + pos[t] * half;
+          for (int64_t i = 0; i < half; ++i) {
+            const int64_t i0 = style == ops::RopeStyle::half ? i : 2 * i;
+            const int64_t i1 = style == ops::RopeStyle::half ? i + half : 2 * i + 1;
+            ASSERT_EQ(out[i0], std::fma(in[i0], c[i], -(in[i1] * s[i]))) << half << " " << i;
+            ASSERT_EQ(out[i1], std::fma(in[i1], c[i], in[i0] * s[i])) << half << " " << i;
+          }
+          for (int64_t i = 2 * half; i < D; ++i) ASSERT_EQ(out[i], in[i]) << half << " " << i;
+        }
+    }
+}
+
 // Runs a case of op_reference.py and applies our rope to its input with our own table.
 void check_against_pytorch(const std::string& name, int64_t T, int64_t H, int64_t D, int rotary,
                            ops::RopeStyle style) {

@@ -1,11 +1,12 @@
-// runtime/cpu/linear_small_m.cpp: bf16 linear for decode-sized M, streaming oneDNN's packed
-// weights once with _mm512_dpbf16_ps. Must not: copy or repack weights, allocate per call
-// once warm, or start threads beyond the OpenMP pool.
+// runtime/cpu/kernels/linear_bf16_dot.cpp: Bf16DotKernels (linear_kernels.h): the bf16 linear
+// for decode-sized M, streaming oneDNN's packed weights once with _mm512_dpbf16_ps. Only the
+// AVX512_BF16 tier has it (the table entry is null on the others). Must not: copy or repack
+// weights, allocate per call once warm, or start threads beyond the OpenMP pool.
 //
 // NOTE (why): at M = 1..8 a linear reads K * N * 2 bytes of weights for 2 * M * K * N flops,
 // so it is bound by memory bandwidth. At M = 1 oneDNN 2.6's brgemm streams them at 81-88%
-// of the rate of this kernel (bench/linear_bench small_m, same weights, same run; figures
-// below). This kernel keeps the weights in oneDNN's layout (linear_small_m.h) and makes the
+// of the rate of this kernel (bench/linear_bench decode: "bf16 onednn" vs "bf16
+// onednn_dpbf16", same weights, same run; figures below). This kernel keeps the weights in oneDNN's layout (linear_kernels.h) and makes the
 // weight stream the only memory traffic: each 64-byte load of weights (one k pair of 16
 // columns) feeds one dpbf16 per row.
 //
@@ -18,8 +19,9 @@
 // inside the same parallel region, so a call costs one fork-join.
 //
 // NOTE (threshold, kSmallMMaxRows = 8): measured on the shared 2-core Zen 4 with
-// `linear_bench small_m 1` (one thread, timed by its CPU clock, because the wall clock of a
-// 2-thread run there mostly measured the neighbours), weights GB/s, ours vs oneDNN, at the
+// `linear_bench small_m 1` (today `linear_bench decode 1`: one thread, timed by its CPU
+// clock, because the wall clock of a 2-thread run there mostly measured the neighbours),
+// weights GB/s, ours vs oneDNN, at the
 // SmolLM2-360M and Llama-3.2-1B shapes (960->2560 ... 2048->128256):
 //   M = 1: 1.14-1.24x (22.8-34.4 GB/s vs 19.8-29.4)   M = 2: 1.13-1.28x
 //   M = 4: 0.95-1.22x                                   M = 8: 1.02-1.10x
@@ -28,51 +30,18 @@
 // of the read bandwidth, ours / oneDNN: M = 1: 75-97% / 69-90% (Llama-3.2-1B shapes 85-97%,
 // SmolLM2 2560->960, 4.9 MB of weights, 75%); M = 2 and 4: 68-92% / 64-83%; M = 8: 54-64% /
 // 52-65% (a wash); M = 16: 38-44% / 41-51%.
-#include "runtime/cpu/linear_small_m.h"
-
 #include <omp.h>
 
 #include <algorithm>
 #include <array>
-#include <memory>
 
 #include "base/check.h"
-#include "runtime/arena.h"
-#include "runtime/cpu/linear_activation.h"
-#include "runtime/cpu/scratch_buffer.h"
+#include "runtime/cpu/kernels/simd.h"
+#include "runtime/cpu/kernels/vec_math.h"
+#include "runtime/cpu/linear_kernels.h"
+#include "runtime/cpu/kernels/tier_scratch.h"
 
-#if defined(__AVX512BF16__)
-#include <immintrin.h>
-#endif
-
-namespace prism::cpu {
-
-std::optional<Bf16PanelWeights> bf16_panel_weights(const dnnl::memory::desc& desc, const void* data, int64_t k,
-                                                   int64_t n) {
-#if !defined(__AVX512BF16__)
-  return std::nullopt;  // the kernel needs AVX-512 BF16
-#endif
-  const dnnl_memory_desc_t& d = desc.data;
-  if (d.ndims != 2 || d.data_type != dnnl_bf16 || d.format_kind != dnnl_blocked || d.extra.flags != 0 ||
-      d.offset0 != 0)
-    return std::nullopt;
-  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
-  const bool layout = b.inner_nblks == 3 && b.inner_blks[0] == 16 && b.inner_idxs[0] == 0 && b.inner_blks[1] == 64 &&
-                      b.inner_idxs[1] == 1 && b.inner_blks[2] == 2 && b.inner_idxs[2] == 0;
-  if (!layout || d.dims[0] != k || d.dims[1] != n) return std::nullopt;
-  const int64_t k_pad = d.padded_dims[0], n_pad = d.padded_dims[1];
-  // Blocks of 32 k (16 pairs) x 64 n; the K blocks of a group back to back (so k pairs sit
-  // every 128 elements), groups after that.
-  if (k_pad % 32 != 0 || n_pad % 64 != 0 || b.strides[0] != 32 * 64 || b.strides[1] < k_pad * 64)
-    return std::nullopt;
-  Bf16PanelWeights w;
-  w.data = static_cast<const bf16*>(data);
-  w.k = k;
-  w.n = n;
-  w.k_pairs = k_pad / 2;
-  w.group_stride = b.strides[1];
-  return w;
-}
+namespace prism::cpu::PRISM_TIER {
 
 #if defined(__AVX512BF16__)
 
@@ -81,7 +50,7 @@ namespace {
 constexpr int64_t kPairElems = 128;   // bf16 of one k pair across a 64-column group
 constexpr int kPanelElems = 32;       // bf16 of one k pair across a 16-column panel
 constexpr int kMaxTileRows = 6;
-constexpr int kMaxRows = 16;          // rows of the accumulator scratch (>= kSmallMMaxRows)
+constexpr int kMaxRows = int(kBf16DotMaxRows);  // rows of the accumulator scratch
 constexpr int64_t kChunkPairs = 64;   // 64 pairs x 256 B = 16 KiB of a group: L1-resident
 // NOTE: no software prefetch. Each thread streams its panels sequentially, which the
 // hardware prefetcher follows; measured on one thread (linear_bench, thread CPU clock, same
@@ -150,7 +119,7 @@ void store_tile(const float* acc, int64_t rows, int nb, int64_t col0, int64_t n,
     const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + col) : _mm512_setzero_ps();
     for (int64_t r = 0; r < rows; ++r) {
       const __m512 v = _mm512_add_ps(_mm512_load_ps(acc + r * 64 + i * 16), b);
-      _mm512_mask_storeu_ps(y + r * n + col, mask, activate512(v, act));
+      _mm512_mask_storeu_ps(y + r * n + col, mask, activate(Vec{v}, act).v);
     }
   }
 }
@@ -169,12 +138,10 @@ void convert_chunks(const float* x, int64_t ld, int64_t k, int64_t x_stride, int
   }
 }
 
-}  // namespace
-
 void small_m_linear_bf16(const float* x, int64_t rows, int64_t ld, const Bf16PanelWeights& w, const float* bias,
                          ops::Activation act, float* y) {
   PRISM_CHECK_MSG(rows >= 1 && rows <= kMaxRows, "small_m_linear_bf16: rows out of range");
-  thread_local ScratchBuffer x_scratch;
+  thread_local TierScratch x_scratch;
   const int64_t x_stride = (w.k_pairs + 15) / 16 * 16;  // int32 pairs per row, whole chunks
   const int64_t chunks_per_row = x_stride / 16;
   int32_t* xb = static_cast<int32_t*>(x_scratch.get(size_t(rows * x_stride) * sizeof(int32_t)));
@@ -201,13 +168,16 @@ void small_m_linear_bf16(const float* x, int64_t rows, int64_t ld, const Bf16Pan
   }
 }
 
-#else  // no AVX-512 BF16: PackedLinear never builds the view, so this is never reached
+}  // namespace
 
-void small_m_linear_bf16(const float*, int64_t, int64_t, const Bf16PanelWeights&, const float*, ops::Activation,
-                         float*) {
-  PRISM_CHECK_MSG(false, "small_m_linear_bf16: built without AVX-512 BF16");
-}
+#endif  // __AVX512BF16__
 
+extern const Bf16DotKernels kBf16DotKernels = {
+#if defined(__AVX512BF16__)
+    .small_m = small_m_linear_bf16,
+#else
+    .small_m = nullptr,
 #endif
+};
 
-}  // namespace prism::cpu
+}  // namespace prism::cpu::PRISM_TIER
