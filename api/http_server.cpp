@@ -21,6 +21,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <omp.h>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -1049,7 +1051,14 @@ Status HttpServer::Impl::start() {
       request_shutdown();
     });
   }
-  for (int i = 0; i < o.num_io_threads; ++i) threads.emplace_back([this] { core.ioc.run(); });
+  // NOTE: handlers parse, template, tokenize and preprocess here; any OpenMP region they reach
+  // (log-mel of a realtime chunk, a tokenizer batch) stays on the I/O thread: a team of its
+  // own per I/O thread would spin beside the compute pool and oversubscribe the cores.
+  for (int i = 0; i < o.num_io_threads; ++i)
+    threads.emplace_back([this] {
+      omp_set_num_threads(1);
+      core.ioc.run();
+    });
   started = true;
   PRISM_LOG_INFO("listening on http://{}:{} ({} I/O threads)", endpoint.address().to_string(), port.load(),
                  o.num_io_threads);

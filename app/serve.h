@@ -20,13 +20,15 @@ struct ServeOptions {
   std::string demo_dir;                                 // --demo-dir; empty: default_demo_dir()
   std::optional<int64_t> media_cache_bytes;             // --media-cache-bytes
   std::optional<std::string> media_cache_dir;           // --media-cache-dir
+  bool strict = false;                                  // --strict: [server] strict = true
 };
 
 // The tasks that have a single-model flag (--TASK PATH): every task but the echo test engine.
 std::vector<std::string> single_model_tasks();
 
 // Without --config and without single-model flags, serves the demo set (created if missing).
-// Exit codes: 0 after a graceful shutdown; 1 for a bad config, a port in use or a failed load.
+// Exit codes: 0 after a graceful shutdown; 1 for a bad config, a port in use, every deployment
+// failing to load, or (strict) any one failing.
 int run_serve(const ServeOptions& options);
 
 }  // namespace prism::app

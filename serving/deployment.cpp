@@ -93,6 +93,29 @@ void Deployment::start() {
   for (int i = 0; i < config_.replicas; ++i) replicas_.emplace_back([this, i] { replica_main(i); });
 }
 
+void Deployment::mark_failed(const Status& reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (state_ != DeploymentState::created) return;
+    fail_locked(Status(reason.code(), "deployment " + config_.name + ": " + reason.message()));
+  }
+  queue_->close();
+  state_cv_.notify_all();
+}
+
+bool Deployment::fail_locked(const Status& reason) {
+  if (!load_error_.ok()) return false;
+  load_error_ = reason;
+  if (state_ == DeploymentState::loading || state_ == DeploymentState::created) state_ = DeploymentState::failed;
+  PRISM_LOG_ERROR("deployment {} failed to load: {}", config_.name, load_error_.message());
+  return true;
+}
+
+Status Deployment::load_error() const {
+  std::lock_guard lock(mu_);
+  return load_error_;
+}
+
 Status Deployment::wait_ready() {
   std::unique_lock lock(mu_);
   if (state_ == DeploymentState::created) return failed_precondition("deployment " + config_.name + " was not started");
@@ -121,14 +144,22 @@ void Deployment::replica_main(int index) {
   } catch (const std::exception& e) {
     status = internal_error(std::string("exception while loading: ") + e.what());
   }
+  bool serve = status.ok();
   {
     std::lock_guard lock(mu_);
     if (!status.ok()) {
-      if (load_error_.ok())
-        load_error_ = Status(status.code(), "deployment " + config_.name + " replica " + std::to_string(index) +
-                                                ": " + status.message());
-      if (state_ == DeploymentState::loading) state_ = DeploymentState::failed;
-      PRISM_LOG_ERROR("deployment {} replica {} failed to load: {}", config_.name, index, status.to_string());
+      const Status reason(status.code(), "deployment " + config_.name + " replica " + std::to_string(index) + ": " +
+                                             status.message());
+      // One error line per deployment. Another replica failing is a detail of the same failure:
+      // at debug when it failed the same way (replicas share the frontend), else a warning.
+      if (!fail_locked(reason)) {
+        if (load_error_.message().ends_with(": " + status.message()))
+          PRISM_LOG_DEBUG("{} (the deployment had already failed)", reason.message());
+        else
+          PRISM_LOG_WARN("{} (the deployment had already failed)", reason.message());
+      }
+    } else if (state_ == DeploymentState::failed) {
+      serve = false;  // a sibling failed while this one loaded: the deployment is not served
     } else {
       if (num_loaded_++ == 0) engine_info_ = engine->describe();
       if (num_loaded_ == config_.replicas && state_ == DeploymentState::loading) {
@@ -138,10 +169,14 @@ void Deployment::replica_main(int index) {
       }
     }
   }
+  // A failed deployment never accepted a request (ready_ was never set), so its queue is
+  // empty: closing it ends the loops of the replicas already serving, which free their engines.
+  if (!status.ok()) queue_->close();
   state_cv_.notify_all();
-  if (!status.ok()) return;
-  ReplicaSource source(*this);
-  engine->serve(source);
+  if (serve) {
+    ReplicaSource source(*this);
+    engine->serve(source);
+  }
   engine.reset();  // released on the thread that owns it
 }
 
@@ -186,10 +221,14 @@ Status Deployment::submit(RequestPtr r) {
   if (!ready()) {
     requests_counter("unavailable").inc();
     DeploymentState s;
+    Status load_error;
     {
       std::lock_guard lock(mu_);
       s = state_;
+      load_error = load_error_;
     }
+    if (s == DeploymentState::failed)
+      return unavailable("model '" + config_.name + "' failed to load: " + load_error.message());
     return unavailable("model '" + config_.name + "' is not ready (" + std::string(deployment_state_name(s)) + ")");
   }
   PRISM_CHECK_MSG(r->owner_ == nullptr && !r->completed(), "a request is submitted once");

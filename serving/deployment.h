@@ -41,7 +41,7 @@ struct DeploymentInfo {
   int replicas = 0;
   DeploymentState state = DeploymentState::created;
   bool ready = false;     // every replica loaded and accepting requests
-  std::string error;      // the load failure, when state == failed
+  std::string error;      // why the load failed ("deployment NAME replica I: ..."), when state == failed
   size_t queue_depth = 0;
   int64_t running = 0;    // requests handed to engines and not yet completed
   nlohmann::json engine;  // Engine::describe() of the first replica to load
@@ -58,11 +58,19 @@ class Deployment {
   Deployment& operator=(const Deployment&) = delete;
 
   // Starts the replica threads; each builds and loads its engine. Returns at once.
+  // NOTE: the first replica to fail marks the whole deployment failed and closes its queue:
+  // replicas already loaded leave their loops and free their engines, later ones do not
+  // serve. A failed deployment stays failed (no retry); the rest of the server is untouched.
   void start();
+  // Before start() only: marks the deployment failed with `reason` without loading it (start-up
+  // found it cannot load, e.g. its model directory is missing); start() then does nothing.
+  void mark_failed(const Status& reason);
   // Blocks until every replica loaded (ok) or one failed (its Status, naming the deployment);
   // failed_precondition before start().
   Status wait_ready();
   bool ready() const { return ready_.load(std::memory_order_acquire); }
+  // The load failure ("deployment NAME replica I: ..."); ok unless the state is failed.
+  Status load_error() const;
   // The task's frontend (tokenizer, limits), shared with the api; null until the deployment
   // is ready, and for tasks without one.
   FrontendPtr frontend() const { return ready() ? frontend_ : nullptr; }
@@ -92,6 +100,9 @@ class Deployment {
   friend class ReplicaSource;
 
   void replica_main(int index);
+  // Records the first load failure (logged once, at error) and moves loading/created to
+  // failed. Returns true when this call failed the deployment. Caller holds mu_.
+  bool fail_locked(const Status& reason);
   // Builds the frontend once (the first replica to get here); every replica then shares it.
   Status build_frontend();
   // Request bookkeeping: a batch leaves the queue; a request completes (any thread).

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/log.h"
+
 namespace prism::serving {
 
 DeploymentSet::DeploymentSet(MetricsRegistry& metrics) : metrics_(metrics) {}
@@ -35,6 +37,31 @@ void DeploymentSet::start_all() {
 
 Status DeploymentSet::wait_ready() {
   for (auto& d : deployments_) PRISM_RETURN_IF_ERROR(d->wait_ready());
+  return {};
+}
+
+Status DeploymentSet::wait_loaded(bool strict) {
+  if (strict) return wait_ready();
+  std::vector<Status> failures;
+  size_t num_ready = 0;
+  for (auto& d : deployments_) {
+    Status s = d->wait_ready();
+    if (s.ok()) ++num_ready;
+    else failures.push_back(std::move(s));  // failed, or stopping (a signal during start-up)
+  }
+  if (num_ready == 0) {
+    if (failures.empty()) return failed_precondition("no deployment to serve");
+    if (failures.size() == 1) return failures.front();
+    std::string reasons;
+    for (const Status& f : failures) reasons += (reasons.empty() ? "" : "; ") + f.message();
+    return Status(failures.front().code(), "every deployment failed to load: " + reasons);
+  }
+  for (auto& d : deployments_) {
+    if (d->ready()) continue;
+    PRISM_LOG_WARN("deployment {} is not served: the server continues with the other deployments "
+                   "(requests to it get 503; [server] strict = true or --strict stops instead)",
+                   d->name());
+  }
   return {};
 }
 

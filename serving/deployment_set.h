@@ -1,5 +1,6 @@
 // serving/deployment_set.h: every deployment of the server, found by model name. The api
-// routes each request with find(); /ready and /v1/models read infos().
+// routes each request with find(); /ready and /v1/models read infos(). One deployment that
+// fails to load never takes the others down: it stays in the set, failed, with its reason.
 // NOTE: the set is built before start_all() and frozen afterwards, so lookups take no lock.
 #pragma once
 
@@ -31,8 +32,15 @@ class DeploymentSet {
   Status add_all(const Config& config, const EngineFactories& engines);
 
   void start_all();
-  // Blocks until every deployment loaded; the first failure otherwise.
+  // Blocks until every deployment loaded; the first failure otherwise (config order).
   Status wait_ready();
+  // Start-up's wait ([server] strict): blocks until no deployment is loading any more.
+  //  strict: wait_ready(): the first failure stops the server.
+  //  otherwise a failed deployment is left out and the server serves the others: each one
+  //  gets a warn line; ok while at least one deployment is ready. When none is, the reason of
+  //  each failure (one failure: its own Status): a server with nothing to serve is useless.
+  // Each failure's error line is the deployment's own (logged once when it failed).
+  Status wait_loaded(bool strict);
   bool all_ready() const;  // /ready: true when every deployment is ready (and there is one)
 
   // not_found with OpenAI's wording when no deployment has that name.

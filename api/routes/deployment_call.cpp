@@ -19,7 +19,23 @@ Result<serving::Deployment*> find_deployment(const serving::DeploymentSet& deplo
                                        "', not '" + std::string(task) + "'");
     return invalid_argument(error.message);
   }
+  // ready() first: one atomic load on the hot path; the lock only for a deployment not serving.
+  if (!d->ready()) {
+    if (Status failure = d->load_error(); !failure.ok()) {
+      error = load_failed(d->name(), failure);
+      return unavailable(error.message);
+    }
+  }
   return d;
+}
+
+ApiError load_failed(std::string_view model, const Status& load_error) {
+  ApiError e = not_ready("The model '" + std::string(model) + "' failed to load and is not served: " +
+                         load_error.message());
+  // Not "retry later": the deployment stays failed until the server is restarted with it fixed.
+  e.code = "model_load_failed";
+  e.retry_after_s = 0;
+  return e;
 }
 
 serving::Lane read_priority(JsonFields& fields) {
@@ -31,7 +47,11 @@ std::optional<ApiError> submit_to(serving::Deployment& deployment, const serving
   Status s = deployment.submit(request);
   if (s.ok()) return std::nullopt;
   if (s.code() == StatusCode::resource_exhausted) return overloaded(1, "The model '" + deployment.name() + "'");
-  if (s.code() == StatusCode::unavailable) return not_ready(s.message());
+  if (s.code() == StatusCode::unavailable) {
+    // Routes that skip find_deployment (WebSocket, live streams) still name a failed load.
+    if (Status failure = deployment.load_error(); !failure.ok()) return load_failed(deployment.name(), failure);
+    return not_ready(s.message());
+  }
   return from_status(s);
 }
 

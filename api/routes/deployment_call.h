@@ -1,8 +1,9 @@
 // api/routes/deployment_call.h: what every model route does around its deployment, so each
 // route file is left with its own parsing and response shape: find the model (404), check
-// its task (400 naming `model`), read the `priority` lane, submit (429 with Retry-After when
-// the queue is full, 503 when not ready), link client cancellation to the queued request,
-// and map a failed completion to the client's error.
+// its task (400 naming `model`) and that it did not fail to load (503 with the reason), read
+// the `priority` lane, submit (429 with Retry-After when the queue is full, 503 when not
+// ready), link client cancellation to the queued request, and map a failed completion to the
+// client's error.
 // Must not: know any engine's payload type, or block (it runs on I/O threads).
 #pragma once
 
@@ -20,9 +21,14 @@
 namespace prism::api {
 
 // The deployment serving `model` for `task`: 404 when no deployment has that name, 400
-// (param "model") when it serves another task.
+// (param "model") when it serves another task, 503 load_failed() when it failed to load.
+// A deployment still loading or stopping is returned: submit_to answers it.
 Result<serving::Deployment*> find_deployment(const serving::DeploymentSet& deployments, std::string_view model,
                                              std::string_view task, ApiError& error);
+
+// 503, code "model_load_failed", no Retry-After (retrying does not help): the model's name and
+// why its load failed. The reason is the load error as logged: it may name the model's files.
+ApiError load_failed(std::string_view model, const Status& load_error);
 
 // Reads the optional "priority" field: "online" (default) or "bulk".
 serving::Lane read_priority(JsonFields& fields);

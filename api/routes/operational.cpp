@@ -16,24 +16,6 @@ Response json_response(const nlohmann::json& j) {
   return Response::json(200, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
-void ready(const OperationalContext& c, Responder responder) {
-  nlohmann::json states = nlohmann::json::object();
-  std::string not_ready_list;
-  for (const serving::DeploymentInfo& i : c.deployments->infos()) {
-    states[i.name] = serving::deployment_state_name(i.state);
-    if (!i.ready) {
-      not_ready_list += (not_ready_list.empty() ? "" : ", ") + i.name + " (" +
-                        std::string(serving::deployment_state_name(i.state)) + ")";
-    }
-  }
-  if (c.deployments->deployments().empty()) not_ready_list = "no deployment is configured";
-  if (!not_ready_list.empty()) {
-    responder.send(error_response(not_ready("Not ready: " + not_ready_list + ".")));
-    return;
-  }
-  responder.send(json_response({{"status", "ready"}, {"deployments", states}}));
-}
-
 void list_models(const OperationalContext& c, Responder responder) {
   nlohmann::json data = nlohmann::json::array();
   for (const serving::DeploymentInfo& i : c.deployments->infos()) data.push_back(model_object(i, c.created_unix_s));
@@ -63,6 +45,7 @@ nlohmann::json model_object(const serving::DeploymentInfo& info, int64_t created
   prism["replicas"] = info.replicas;
   prism["state"] = serving::deployment_state_name(info.state);
   prism["ready"] = info.ready;
+  if (!info.error.empty()) prism["error"] = info.error;  // why it failed to load
   return {{"id", info.name},
           {"object", "model"},
           {"created", created_unix_s},
@@ -70,12 +53,42 @@ nlohmann::json model_object(const serving::DeploymentInfo& info, int64_t created
           {"prism", std::move(prism)}};
 }
 
+Response ready_response(const std::vector<serving::DeploymentInfo>& infos) {
+  nlohmann::json states = nlohmann::json::object();
+  nlohmann::json failed = nlohmann::json::object();
+  std::string not_ready_list;
+  for (const serving::DeploymentInfo& i : infos) {
+    const std::string state(serving::deployment_state_name(i.state));
+    states[i.name] = state;
+    if (i.ready) continue;
+    not_ready_list += (not_ready_list.empty() ? "" : ", ") + i.name + " (" + state;
+    if (!i.error.empty()) {
+      failed[i.name] = i.error;
+      not_ready_list += ": " + i.error;
+    }
+    not_ready_list += ")";
+  }
+  if (infos.empty()) not_ready_list = "no deployment is configured";
+  if (not_ready_list.empty()) return json_response({{"status", "ready"}, {"deployments", states}});
+  // An OpenAI error (what clients of a 503 read) plus the same facts as a 200, so a probe
+  // or an operator sees which deployments serve and why the others do not.
+  const ApiError e = not_ready("Not ready: " + not_ready_list + ".");
+  Response r = error_response(e);
+  nlohmann::json body = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return r;
+  body["status"] = "not_ready";
+  body["deployments"] = std::move(states);
+  body["failed"] = std::move(failed);
+  r.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
 void add_operational_routes(Router& router, const OperationalContext& context) {
   const OperationalContext c = context;
   router.add("GET", "/health", [](const Request&, Responder r) {
     r.send(Response::json(200, R"({"status":"ok"})"));
   });
-  router.add("GET", "/ready", [c](const Request&, Responder r) { ready(c, std::move(r)); });
+  router.add("GET", "/ready", [c](const Request&, Responder r) { r.send(ready_response(c.deployments->infos())); });
   router.add("GET", "/v1/models", [c](const Request&, Responder r) { list_models(c, std::move(r)); });
   router.add("GET", "/v1/models/{model}",
              [c](const Request& req, Responder r) { get_model(c, req, std::move(r)); });

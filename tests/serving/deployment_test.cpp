@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -516,6 +517,173 @@ TEST(DeploymentSet, FindStartReadyStop) {
   set.stop_all(std::chrono::milliseconds(1000));
   EXPECT_FALSE(set.all_ready());
   EXPECT_EQ(set.infos()[1].state, DeploymentState::stopped);
+}
+
+// A load that fails the way a real one does (a weight-packing error), and an engine that counts
+// its destructions, so a test sees failed deployments give their loaded replicas back.
+struct EngineCounts {
+  std::mutex mu;
+  std::condition_variable cv;
+  int destroyed = 0;
+  bool wait_destroyed(int n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, kGenerous, [&] { return destroyed >= n; });
+  }
+};
+
+class CountedEngine final : public Engine {
+ public:
+  CountedEngine(EngineCounts& counts, Status load_status) : counts_(counts), load_status_(std::move(load_status)) {}
+  ~CountedEngine() override {
+    std::lock_guard lock(counts_.mu);
+    ++counts_.destroyed;
+    counts_.cv.notify_all();
+  }
+  Status load() override { return load_status_; }
+  void run_batch(std::span<const RequestPtr> batch) override {
+    for (const RequestPtr& r : batch) r->complete(std::move(r->input));
+  }
+
+ private:
+  EngineCounts& counts_;
+  Status load_status_;
+};
+
+constexpr const char* kPackingError = "oneDNN has no matmul for linear 64->128 in bf16";
+
+// Replicas listed in `failing` fail their load with kPackingError; the others load.
+EngineFactory counted_factory(EngineCounts& counts, std::vector<int> failing) {
+  return [&counts, failing](const EngineContext& c) -> Result<std::unique_ptr<Engine>> {
+    const bool fails = std::find(failing.begin(), failing.end(), c.replica) != failing.end();
+    return std::unique_ptr<Engine>(
+        std::make_unique<CountedEngine>(counts, fails ? invalid_argument(kPackingError) : Status()));
+  };
+}
+
+TEST(Deployment, AFailedReplicaStopsTheLoadedOnes) {
+  EngineCounts counts;
+  MetricsRegistry metrics;
+  DeploymentConfig cfg = echo_config("half");
+  cfg.replicas = 2;
+  Deployment d(cfg, counted_factory(counts, {1}), metrics);
+  d.start();
+  Status s = d.wait_ready();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), std::string("deployment half replica 1: ") + kPackingError);
+  // Without stop(): replica 0 either never serves or leaves its loop when the queue closes.
+  ASSERT_TRUE(counts.wait_destroyed(2));
+  EXPECT_EQ(d.info().state, DeploymentState::failed);
+  EXPECT_EQ(d.load_error().message(), s.message());
+  Collector col;
+  Status refused = d.submit(make(col, "x"));
+  EXPECT_EQ(refused.code(), StatusCode::unavailable);
+  EXPECT_NE(refused.message().find(kPackingError), std::string::npos) << refused.message();
+  d.stop();
+  EXPECT_EQ(col.total(), 0);
+}
+
+TEST(Deployment, MarkFailedBeforeStart) {
+  MetricsRegistry metrics;
+  Deployment d(echo_config("gone"), echo_engine_factory(), metrics);
+  d.mark_failed(invalid_argument("prism.toml:7: key 'deployment[0].model': no such model directory '/nope'"));
+  d.start();  // does nothing: the deployment is failed
+  Status s = d.wait_ready();
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+  EXPECT_EQ(s.message(), "deployment gone: prism.toml:7: key 'deployment[0].model': no such model directory '/nope'");
+  DeploymentInfo info = d.info();
+  EXPECT_EQ(info.state, DeploymentState::failed);
+  EXPECT_EQ(info.error, s.message());
+  EXPECT_TRUE(info.engine.empty());
+  Collector col;
+  EXPECT_EQ(d.submit(make(col, "x")).code(), StatusCode::unavailable);
+  d.stop();
+  EXPECT_EQ(d.info().state, DeploymentState::stopped);
+}
+
+// A set of three where the middle one's engine fails at load: the others load and serve.
+struct SetWithAFailedLoad {
+  SetWithAFailedLoad() : set(metrics) {
+    EXPECT_TRUE(set.add(echo_config("a"), echo_engine_factory()).ok());
+    DeploymentConfig c = echo_config("c");
+    c.replicas = 2;
+    EXPECT_TRUE(set.add(c, counted_factory(counts, {0, 1})).ok());
+    EXPECT_TRUE(set.add(echo_config("b"), echo_engine_factory()).ok());
+    set.start_all();
+  }
+  EngineCounts counts;
+  MetricsRegistry metrics;
+  DeploymentSet set;
+};
+
+TEST(DeploymentSet, AFailedLoadLeavesTheOthersServing) {
+  SetWithAFailedLoad t;
+  ASSERT_TRUE(t.set.wait_loaded(/*strict=*/false).ok());
+  EXPECT_FALSE(t.set.all_ready());
+
+  Collector col;
+  for (const char* name : {"a", "b"}) {
+    Result<Deployment*> d = t.set.find(name);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_TRUE((*d)->ready());
+    ASSERT_TRUE((*d)->submit(make(col, name)).ok());
+  }
+  ASSERT_TRUE(col.wait_total(2));
+  EXPECT_EQ(col.get("a").text, "a");
+  EXPECT_EQ(col.get("b").text, "b");
+
+  // The failed one stays in the set (found by name, listed) with its reason.
+  Result<Deployment*> c = t.set.find("c");
+  ASSERT_TRUE(c.has_value());
+  Status refused = (*c)->submit(make(col, "to-c"));
+  EXPECT_EQ(refused.code(), StatusCode::unavailable);
+  EXPECT_NE(refused.message().find("model 'c' failed to load"), std::string::npos) << refused.message();
+  std::vector<DeploymentInfo> infos = t.set.infos();
+  ASSERT_EQ(infos.size(), 3u);
+  EXPECT_EQ(infos[1].name, "c");
+  EXPECT_EQ(infos[1].state, DeploymentState::failed);
+  EXPECT_FALSE(infos[1].ready);
+  EXPECT_NE(infos[1].error.find("deployment c replica "), std::string::npos) << infos[1].error;
+  EXPECT_NE(infos[1].error.find(kPackingError), std::string::npos) << infos[1].error;
+  EXPECT_TRUE(infos[0].error.empty());
+  EXPECT_TRUE(t.counts.wait_destroyed(2));  // both of c's engines given back
+  t.set.stop_all(std::chrono::milliseconds(1000));
+  EXPECT_EQ(col.total(), 2);
+}
+
+TEST(DeploymentSet, StrictStopsAtAFailedLoad) {
+  SetWithAFailedLoad t;
+  Status s = t.set.wait_loaded(/*strict=*/true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+  EXPECT_NE(s.message().find("deployment c replica "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(kPackingError), std::string::npos) << s.message();
+  t.set.stop_all(std::chrono::milliseconds(0));
+}
+
+TEST(DeploymentSet, EveryDeploymentFailedIsAnError) {
+  MetricsRegistry metrics;
+  EngineCounts counts;
+  {
+    // One deployment: its own error, unchanged (`prism serve --embed DIR` prints it as is).
+    DeploymentSet one(metrics);
+    ASSERT_TRUE(one.add(echo_config("x"), counted_factory(counts, {0})).ok());
+    one.start_all();
+    Status s = one.wait_loaded(/*strict=*/false);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+    EXPECT_EQ(s.message(), std::string("deployment x replica 0: ") + kPackingError);
+  }
+  DeploymentSet two(metrics);
+  ASSERT_TRUE(two.add(echo_config("x"), counted_factory(counts, {0})).ok());
+  DeploymentConfig y = echo_config("y");
+  y.knobs.set("fail_load", true);
+  ASSERT_TRUE(two.add(y, echo_engine_factory()).ok());
+  two.start_all();
+  Status s = two.wait_loaded(/*strict=*/false);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("every deployment failed to load"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("deployment x replica 0: "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("deployment y replica 0: "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("fail_load"), std::string::npos) << s.message();
 }
 
 }  // namespace
