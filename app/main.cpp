@@ -1,4 +1,5 @@
-// The `prism` command line. getenv is read here and only here (PRISM_THREADS).
+// The `prism` command line. getenv is read in app/ only: here (PRISM_THREADS, PRISM_ISA) and in
+// app/compute_wait.cpp (PRISM_COMPUTE_WAIT, OMP_WAIT_POLICY, GOMP_SPINCOUNT).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "app/bench.h"
 #include "app/commands.h"
+#include "app/compute_wait.h"
 #include "app/demo.h"
 #include "app/embed.h"
 #include "app/transcribe.h"
@@ -17,11 +19,28 @@
 #include "app/search.h"
 #include "app/serve.h"
 #include "app/tokenize.h"
+#include "runtime/isa.h"
 #include "runtime/threads.h"
 
 namespace {
 
-// PRISM_THREADS sets the one OpenMP pool (shared with oneDNN); unset: one thread per core.
+// The kernels' instruction-set tier: the CPU's best, or PRISM_ISA's (a lower one, to run
+// another machine's paths here). Returns false, having said why, on a CPU below AVX2 or a
+// PRISM_ISA this CPU cannot run.
+bool configure_isa() {
+  if (prism::Result<prism::Isa> best = prism::best_isa(); !best.has_value()) {
+    std::fprintf(stderr, "prism: %s\n", best.status().message().c_str());
+    return false;
+  }
+  if (prism::Status s = prism::select_isa_from_env(std::getenv("PRISM_ISA")); !s.ok()) {
+    std::fprintf(stderr, "prism: PRISM_ISA: %s\n", s.message().c_str());
+    return false;
+  }
+  return true;
+}
+
+// PRISM_THREADS sets the one OpenMP pool (shared with oneDNN); unset: the CPU allowance (the
+// affinity mask, capped by the cgroup CPU quota; runtime/cpu_allowance.h).
 // Returns false, having said why, when it is set to anything but a positive integer.
 bool configure_threads() {
   long n = 0;
@@ -40,11 +59,16 @@ bool configure_threads() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  prism::app::remember_argv(argv);
   CLI::App app{"Prism: a multimodal inference server", "prism"};
   app.set_version_flag("--version", std::string("prism ") + PRISM_VERSION);
   app.require_subcommand(1);
 
-  auto* info = app.add_subcommand("info", "CPU features, threads, oneDNN version and measured GEMM speed");
+  auto* info = app.add_subcommand(
+      "info", "CPU features, kernel tier and paths, threads, oneDNN version and GEMM speed on every tier");
+  bool info_this_tier_gemm = false;
+  info->add_flag("--this-tier-gemm", info_this_tier_gemm,
+                 "Only measure the GEMM row of the tier in force (PRISM_ISA); prism info runs itself so per tier");
 
   auto* tokenize = app.add_subcommand("tokenize", "Tokenize stdin with a model's tokenizer; prints ids on one line");
   std::string tokenize_model;
@@ -68,6 +92,8 @@ int main(int argc, char** argv) {
                     "Bytes of encoder outputs (images, frames) kept in memory; 0 disables (overrides [server.media_cache] max_bytes)");
   serve->add_option("--media-cache-dir", serve_options.media_cache_dir,
                     "Persist the media cache in this directory across restarts (overrides [server.media_cache] dir)");
+  serve->add_flag("--strict", serve_options.strict,
+                  "Stop (exit 1) when any deployment fails to load, instead of serving the others (sets [server] strict)");
   serve->add_option("--demo-dir", serve_options.demo_dir,
                     "Where the demo set lives when no --config is given (default: " + prism::app::default_demo_dir() +
                         ")");
@@ -104,9 +130,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (!configure_threads()) return 2;
+  // NOTE: the compute pool's wait policy must be in force before libgomp starts, so it may
+  // execute this binary again (same argv, same PID). `prism serve` decides once its config is
+  // read ([server] compute_wait), in run_serve; every other command here.
+  if (!serve->parsed()) {
+    if (prism::Status s = prism::app::apply_compute_wait(std::nullopt); !s.ok()) {
+      std::fprintf(stderr, "prism: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
+  if (!configure_isa() || !configure_threads()) return 2;
 
-  if (info->parsed()) return prism::app::run_info();
+  if (info->parsed()) return prism::app::run_info(info_this_tier_gemm);
   if (tokenize->parsed()) return prism::app::run_tokenize(tokenize_model, tokenize_no_special, tokenize_decode);
   if (serve->parsed()) {
     serve_options.host = serve_host;

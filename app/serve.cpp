@@ -2,7 +2,10 @@
 // HTTP server opens next (so /health answers and /ready says 503 while models load), and on
 // shutdown the HTTP side drains first (in-flight requests still reach running deployments),
 // then the deployments drain what is left. Every start-up error is one line naming its
-// origin (FILE:LINE: key, or --flag) and exits 1.
+// origin (FILE:LINE: key, or --flag) and exits 1. A deployment that fails to load (its model
+// directory missing, its weights unreadable or unsupported) is left out and the others serve,
+// unless [server] strict (--strict) says any failure stops the server; when every deployment
+// failed there is nothing to serve and start-up fails with each reason.
 #include "app/serve.h"
 
 #include <chrono>
@@ -21,13 +24,17 @@
 #include "api/routes/search.h"
 #include "api/routes/operational.h"
 #include "api/routes/realtime.h"
+#include "app/compute_wait.h"
 #include "app/demo.h"
 #include "base/log.h"
 #include "engines/encode/embed_engine.h"
 #include "engines/encode/media_cache.h"
 #include "engines/generate/generate_engine.h"
 #include "engines/transcribe/asr_service.h"
+#include "runtime/compute_gate.h"
+#include "runtime/cpu_allowance.h"
 #include "runtime/cpu_features.h"
+#include "runtime/isa.h"
 #include "runtime/threads.h"
 #include "serving/deployment_set.h"
 #include "serving/echo_engine.h"
@@ -72,6 +79,7 @@ Result<serving::Config> resolve_config(const ServeOptions& o, bool& demo) {
   overrides.api_keys = o.api_keys;
   overrides.media_cache_bytes = o.media_cache_bytes;
   overrides.media_cache_dir = o.media_cache_dir;
+  overrides.strict = o.strict;
   overrides.models = o.models;
   PRISM_RETURN_IF_ERROR(serving::apply_overrides(config, overrides));
   if (config.deployments.empty())
@@ -79,18 +87,33 @@ Result<serving::Config> resolve_config(const ServeOptions& o, bool& demo) {
   return config;
 }
 
-// What the config layer cannot know: which tasks this build has engines for and whether
-// model directories exist.
-Status check_startable(const serving::Config& c, const serving::EngineFactories& engines) {
+// What the config layer cannot know: which tasks this build has engines for. A task without
+// an engine is the build's or the config's mistake, the same on every start: it stops start-up
+// whatever [server] strict says.
+Status check_tasks(const serving::Config& c, const serving::EngineFactories& engines) {
   for (size_t i = 0; i < c.deployments.size(); ++i) {
     const serving::DeploymentConfig& d = c.deployments[i];
-    const std::string key = "deployment[" + std::to_string(i) + "]";
     if (!engines.find(d.task).has_value())
-      return invalid_argument(c.locate(key + ".task", "task '" + d.task + "' has no engine in this build"));
-    if (d.task != "echo" && !std::filesystem::is_directory(d.model))
-      return invalid_argument(c.locate(key + ".model", "no such model directory '" + d.model + "'"));
+      return invalid_argument(c.locate("deployment[" + std::to_string(i) + "].task",
+                                       "task '" + d.task + "' has no engine in this build"));
   }
   return {};
+}
+
+// A missing model directory is a load failure found before loading (a volume not mounted, a
+// typo in one path): per deployment, like any other load failure. The error per deployment,
+// in config order; ok for those whose directory exists (and for echo, which has none).
+std::vector<Status> check_model_dirs(const serving::Config& c) {
+  std::vector<Status> out;
+  for (size_t i = 0; i < c.deployments.size(); ++i) {
+    const serving::DeploymentConfig& d = c.deployments[i];
+    if (d.task != "echo" && !std::filesystem::is_directory(d.model))
+      out.push_back(invalid_argument(c.locate("deployment[" + std::to_string(i) + "].model",
+                                              "no such model directory '" + d.model + "'")));
+    else
+      out.emplace_back();
+  }
+  return out;
 }
 
 int clamp_ms(int64_t ms) { return static_cast<int>(std::min<int64_t>(ms, INT_MAX)); }
@@ -131,16 +154,34 @@ std::vector<std::string> single_model_tasks() {
 }
 
 int run_serve(const ServeOptions& options) {
-  const CpuFeatures& cpu = cpu_features();
-  PRISM_LOG_INFO("prism {} starting | cpu: {} | features: {} | threads: {} (cores: {})", PRISM_VERSION, cpu.brand,
-                 cpu.summary(), num_threads(), num_cores());
-
   bool demo = false;
   Result<serving::Config> resolved = resolve_config(options, demo);
   if (!resolved.has_value()) return fail(resolved.status().message());
   const serving::Config config = std::move(resolved).value();
+  // NOTE: before any thread or OpenMP region: this may execute prism again (same argv and PID)
+  // with the compute pool's wait policy in its environment (app/compute_wait.h), and the new
+  // process comes back here with it in force.
+  const std::string& wait = config.server.compute_wait;
+  if (Status s = apply_compute_wait(wait.empty() ? std::nullopt : std::optional<std::string>(wait),
+                                    config.origin_of("server.compute_wait") + " [server] compute_wait");
+      !s.ok())
+    return fail(s.message());
+  ComputeGate::process().set_enabled(config.server.compute_gate);
+
+  const CpuFeatures& cpu = cpu_features();
+  PRISM_LOG_INFO("prism {} starting | cpu: {} | features: {} | kernels: {}", PRISM_VERSION, cpu.brand, cpu.summary(),
+                 isa_name(active_isa()));
+  PRISM_LOG_INFO("compute pool: {} threads (default: {}; PRISM_THREADS sets it) | wait: {} | deployments {}",
+                 num_threads(), cpu_allowance().describe(), compute_wait_in_force(),
+                 config.server.compute_gate ? "take turns on it ([server] compute_gate)"
+                                            : "compute at the same time ([server] compute_gate = false)");
   const serving::EngineFactories engines = make_engines();
-  if (Status s = check_startable(config, engines); !s.ok()) return fail(s.message());
+  if (Status s = check_tasks(config, engines); !s.ok()) return fail(s.message());
+  const std::vector<Status> missing_dirs = check_model_dirs(config);
+  if (config.server.strict) {
+    for (const Status& s : missing_dirs)
+      if (!s.ok()) return fail(s.message());
+  }
   PRISM_LOG_INFO("config: {}", serving::config_to_json(config).dump());
   if (demo) log_demo_notice(options.demo_dir.empty() ? default_demo_dir() : options.demo_dir);
 
@@ -151,8 +192,13 @@ int run_serve(const ServeOptions& options) {
 
   serving::MetricsRegistry metrics;
   serving::register_process_metrics(metrics);
+  metrics.gauge("prism_compute_threads",
+                "Threads of the compute pool (OpenMP, shared with oneDNN) that the deployments take turns on.")
+      .set(double(num_threads()));
   serving::DeploymentSet deployments(metrics);
   if (Status s = deployments.add_all(config, engines); !s.ok()) return fail(s.message());
+  for (size_t i = 0; i < missing_dirs.size(); ++i)
+    if (!missing_dirs[i].ok()) deployments.deployments()[i]->mark_failed(missing_dirs[i]);
   // The speech side of transcribe deployments (live schedulers): stopped before the
   // deployments are (reset below), so no live stream submits to a stopping deployment.
   std::optional<prism::engines::transcribe::AsrServices> asr_services(std::in_place, deployments);
@@ -179,15 +225,24 @@ int run_serve(const ServeOptions& options) {
                            : "";
     return fail(s.message() + hint);
   }
-  if (Status s = deployments.wait_ready(); !s.ok()) {
-    PRISM_LOG_ERROR("a deployment failed to load: {}", s.message());
+  // The failure itself was logged (error) by its deployment; wait_loaded adds the warn line
+  // for each one left out when the server goes on without it.
+  if (Status s = deployments.wait_loaded(config.server.strict); !s.ok()) {
     server.request_shutdown();
     (void)server.run();
     deployments.stop_all(std::chrono::milliseconds(0));
-    return fail(s.message());
+    if (!config.server.strict) return fail(s.message());
+    return fail(s.message() + " ([server] strict: a deployment that fails to load stops the server)");
   }
-  PRISM_LOG_INFO("serving {} deployment(s) on http://{}:{}", deployments.deployments().size(), config.server.host,
-                 server.port());
+  std::string left_out;
+  size_t num_served = 0;
+  for (const auto& d : deployments.deployments()) {
+    if (d->ready()) ++num_served;
+    else left_out += (left_out.empty() ? "" : ", ") + d->name();
+  }
+  // Tests and scripts read the port from this line: its start stays "serving N deployment(s) on URL".
+  PRISM_LOG_INFO("serving {} deployment(s) on http://{}:{}{}", num_served, config.server.host, server.port(),
+                 left_out.empty() ? "" : " (failed to load, not served: " + left_out + ")");
 
   // Blocks until SIGTERM/SIGINT, then drains the HTTP side within the grace period: requests
   // in flight still reach the running deployments. Once it returns no client is left, so

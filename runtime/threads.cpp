@@ -1,8 +1,8 @@
-// Thread count of the one OpenMP pool.
+// Thread count of the one OpenMP pool, and the thread census test seam.
 #include "runtime/threads.h"
 
-#include <atomic>
-#include <thread>
+#include "runtime/compute_gate.h"
+#include "runtime/cpu_allowance.h"
 
 namespace prism {
 
@@ -11,22 +11,54 @@ namespace {
 // deployment's replicas) begin from the process default. The count chosen here is kept so
 // those threads can read it (num_threads) and take their share of it.
 std::atomic<int> g_threads{0};
+
+std::atomic<int> g_census_live{0};
+std::atomic<int> g_census_most{0};
+std::atomic<int64_t> g_census_regions{0};
+std::atomic<int64_t> g_census_beyond{0};
 }  // namespace
 
-int num_cores() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : int(n);
-}
-
 void set_num_threads(int n) {
-  const int t = n > 0 ? n : num_cores();
+  const int t = n > 0 ? n : cpu_allowance().default_threads();
   g_threads.store(t, std::memory_order_relaxed);
   omp_set_num_threads(t);
+  ComputeGate::process().set_capacity(t);
 }
 
 int num_threads() {
   const int t = g_threads.load(std::memory_order_relaxed);
   return t > 0 ? t : omp_get_max_threads();
 }
+
+namespace thread_census {
+namespace detail {
+std::atomic<bool> on{false};
+
+void enter(int team) {
+  if (team > 1) {
+    g_census_regions.fetch_add(1);
+    if (team > ComputeGate::threads_leased_by_this_thread()) g_census_beyond.fetch_add(1);
+  }
+  const int now = g_census_live.fetch_add(team) + team;
+  int seen = g_census_most.load();
+  while (now > seen && !g_census_most.compare_exchange_weak(seen, now)) {
+  }
+}
+
+void leave(int team) { g_census_live.fetch_sub(team); }
+}  // namespace detail
+
+void enable(bool enabled) {
+  g_census_live.store(0);
+  g_census_most.store(0);
+  g_census_regions.store(0);
+  g_census_beyond.store(0);
+  detail::on.store(enabled);
+}
+
+int most() { return g_census_most.load(); }
+int64_t regions() { return g_census_regions.load(); }
+int64_t beyond_lease() { return g_census_beyond.load(); }
+}  // namespace thread_census
 
 }  // namespace prism

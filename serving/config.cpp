@@ -19,6 +19,11 @@ const std::vector<std::string>& known_tasks() {
   return tasks;
 }
 
+const std::vector<std::string>& known_compute_waits() {
+  static const std::vector<std::string> waits = {"passive", "spin"};
+  return waits;
+}
+
 std::string modality_of_task(std::string_view task) {
   if (task == "embed") return "embeddings";
   if (task == "chat") return "llm";
@@ -142,6 +147,14 @@ Status ServerConfig::validate() const {
   PRISM_RETURN_IF_ERROR(check_range("port", port, 0, 65535));
   for (const std::string& k : api_keys)
     if (k.empty() || has_space_or_control(k)) return bad("api_keys", "keys must be non-empty, without spaces");
+  if (!compute_wait.empty()) {
+    const std::vector<std::string>& waits = known_compute_waits();
+    if (std::find(waits.begin(), waits.end(), compute_wait) == waits.end()) {
+      std::string list;
+      for (const std::string& w : waits) list += (list.empty() ? "\"" : ", \"") + w + "\"";
+      return bad("compute_wait", "must be one of " + list + ", got '" + compute_wait + "'");
+    }
+  }
   Status s = limits.validate();
   if (!s.ok()) return invalid_argument("limits." + s.message());  // "limits.key: problem"
   s = media_cache.validate();
@@ -381,6 +394,9 @@ Status read_server(Config& c, const toml::table& t) {
   PRISM_RETURN_IF_ERROR(r.read("host", c.server.host));
   PRISM_RETURN_IF_ERROR(r.read("port", c.server.port));
   PRISM_RETURN_IF_ERROR(r.read("api_keys", c.server.api_keys));
+  PRISM_RETURN_IF_ERROR(r.read("strict", c.server.strict));
+  PRISM_RETURN_IF_ERROR(r.read("compute_wait", c.server.compute_wait));
+  PRISM_RETURN_IF_ERROR(r.read("compute_gate", c.server.compute_gate));
   PRISM_ASSIGN_OR_RETURN(const toml::table* limits, r.table("limits"));
   if (limits != nullptr) PRISM_RETURN_IF_ERROR(read_limits(c, *limits));
   PRISM_ASSIGN_OR_RETURN(const toml::table* media_cache, r.table("media_cache"));
@@ -522,6 +538,10 @@ Status apply_overrides(Config& config, const ConfigOverrides& o) {
     config.server.api_keys = o.api_keys;
     config.key_flags["server.api_keys"] = "--api-key";
   }
+  if (o.strict) {
+    config.server.strict = true;
+    config.key_flags["server.strict"] = "--strict";
+  }
   for (const ConfigOverrides::Model& m : o.models) {
     DeploymentConfig d;
     d.name = model_name_from_path(m.path);
@@ -539,6 +559,9 @@ nlohmann::json config_to_json(const Config& c) {
   j["server"] = {{"host", c.server.host},
                  {"port", c.server.port},
                  {"api_keys", c.server.api_keys.empty() ? "none" : std::to_string(c.server.api_keys.size()) + " (redacted)"},
+                 {"strict", c.server.strict},
+                 {"compute_wait", c.server.compute_wait.empty() ? "unset" : c.server.compute_wait},
+                 {"compute_gate", c.server.compute_gate},
                  {"limits",
                   {{"max_body_bytes", l.max_body_bytes},
                    {"max_header_bytes", l.max_header_bytes},

@@ -48,6 +48,18 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::vector<std::string> api_keys;  // empty: no auth
+  // false: a deployment that fails to load is left out (failed, with its reason, in /ready
+  // and /v1/models) and the others serve. true: any failed deployment stops start-up (exit 1).
+  bool strict = false;
+  // How the compute pool's idle OpenMP workers wait for the next parallel region: "passive"
+  // (sleep at once), "spin" (libgomp's default: spin a few milliseconds, then sleep); empty:
+  // not set here (PRISM_COMPUTE_WAIT, else Prism's default; app/compute_wait.h). Applied by
+  // app/ before the pool starts (libgomp reads it once, at process start).
+  std::string compute_wait;
+  // true: deployments take turns on the whole compute pool (runtime/compute_gate.h); false:
+  // each computes whenever it has work, with its own OpenMP team (two busy deployments then
+  // oversubscribe the cores; for comparisons).
+  bool compute_gate = true;
   ServerLimits limits;
   MediaCacheConfig media_cache;
 
@@ -97,6 +109,9 @@ struct DeploymentConfig {
   Status validate() const;  // message "key: problem", key relative to the [[deployment]] table
 };
 
+// The values [server] compute_wait takes: "passive", "spin".
+const std::vector<std::string>& known_compute_waits();
+
 // The tasks a deployment may declare, and the modality each is measured as.
 const std::vector<std::string>& known_tasks();
 std::string modality_of_task(std::string_view task);
@@ -129,6 +144,7 @@ struct ConfigOverrides {
   std::optional<std::string> host;                     // --host
   std::optional<int64_t> port;                         // --port
   std::vector<std::string> api_keys;                   // --api-key (repeatable): replaces the file's keys
+  bool strict = false;                                 // --strict: sets [server] strict (never clears it)
   std::optional<int64_t> media_cache_bytes;            // --media-cache-bytes
   std::optional<std::string> media_cache_dir;          // --media-cache-dir
   struct Model {

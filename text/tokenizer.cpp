@@ -168,6 +168,9 @@ std::vector<Encoding> Tokenizer::encode_batch(const std::vector<std::string>& te
   std::vector<Encoding> out(texts.size());
   const int64_t n = static_cast<int64_t>(texts.size());
   // NOTE: dynamic schedule: document lengths vary a lot, static chunks would leave threads idle.
+  // The team is the calling thread's: the whole pool for a command line tool's main thread, one
+  // thread on the server's I/O threads (api/http_server.cpp sets it), which must not start a
+  // team beside the engines' compute pool.
 #pragma omp parallel for schedule(dynamic, 8) if (n > 1)
   for (int64_t i = 0; i < n; ++i) out[i] = encode_parts(texts[i], nullptr, add_special_tokens);
   pad(out);

@@ -1,6 +1,8 @@
 // engines/encode/embed_engine.cpp: the embed engine's loop (online first, bulk in chunks),
 // its per-request checks and its metrics. Texts and images go through one path: each input
 // is an item (a token sequence or a preprocessed image) with a row in its request's output.
+// Each model call (a batch's or chunk's texts and images, the warm-up) runs inside a
+// ComputeTurn (engines/compute_turn.h): deployments take turns on the one compute pool.
 #include "engines/encode/embed_engine.h"
 
 #include <algorithm>
@@ -9,11 +11,11 @@
 #include <numeric>
 
 #include "base/log.h"
+#include "engines/compute_turn.h"
 #include "engines/encode/embed_frontend.h"
 #include "engines/encode/embed_payload.h"
 #include "engines/encode/embedder.h"
 #include "engines/encode/media_cache.h"
-#include "runtime/threads.h"
 #include "serving/config.h"
 
 namespace prism::engines::encode {
@@ -123,7 +125,8 @@ class EmbedEngine final : public serving::Engine {
         loader_(std::move(loader)),
         replica_(context.replica),
         replicas_(context.replicas),
-        metrics_(context.metrics, context.labels) {}
+        metrics_(context.metrics, context.labels),
+        compute_(context.metrics, context.labels) {}
 
   Status load() override;
   void serve(serving::BatchSource& source) override;
@@ -155,6 +158,7 @@ class EmbedEngine final : public serving::Engine {
   const int replica_;
   const int replicas_;
   EmbedMetrics metrics_;
+  ComputeMetrics compute_;
   std::unique_ptr<Embedder> embedder_;
   ops::Precision precision_ = ops::Precision::f32;
   int64_t bulk_chunk_tokens_ = 128;
@@ -167,18 +171,10 @@ class EmbedEngine final : public serving::Engine {
   std::vector<float> scratch_;
 };
 
-// NOTE: replicas share the cores without oversubscription because each replica thread sets
-// its own OpenMP team size: omp_set_num_threads writes the calling thread's nthreads-var ICV
-// (libgomp keeps it per thread; checked with a std::thread that sets 2 and gets teams of 2
-// while another std::thread still sees the default), and each replica thread that opens a
-// parallel region gets a team of its own. So N replicas × max(1, num_threads() / N) threads
-// ≈ the cores. omp_set_num_threads is called directly (not prism::set_num_threads) because
-// only this thread's share changes, never the process's count.
-// Caveat: on a fresh replica thread num_threads() (omp_get_max_threads) is the process default
-// (OMP_NUM_THREADS or one per core), not what main() set on its own thread with PRISM_THREADS.
+// NOTE: replicas split the pool (set_replica_team: num_threads() / replicas each, on the
+// replica's own thread; engines/compute_turn.cpp) and their turns fit in the gate side by side.
 Status EmbedEngine::load() {
-  threads_ = std::max(1, num_threads() / std::max(1, replicas_));
-  omp_set_num_threads(threads_);
+  threads_ = set_replica_team(replicas_);
 
   PRISM_ASSIGN_OR_RETURN(precision_, ops::parse_precision(config_.precision));
   PRISM_ASSIGN_OR_RETURN(bool packed, frontend_->knobs().get_bool("packing", true));
@@ -202,7 +198,10 @@ Status EmbedEngine::load() {
 
   // Warm-up: the first call builds the GEMM primitives and sizes the arena. It is no
   // document: it stays out of the metrics and the media cache.
-  embedder_->warm_up();
+  {
+    ComputeTurn turn(compute_, threads_);
+    embedder_->warm_up();
+  }
 
   if (replica_ == 0)
     PRISM_LOG_INFO("deployment {}: embed engine, {} replica(s) × {} thread(s), precision {}, {}, "
@@ -220,6 +219,9 @@ Status EmbedEngine::run_work(int64_t dims) {
     for (size_t i = 0; i < targets.size(); ++i)
       std::copy_n(scratch_.data() + i * size_t(out_dims), out_dims, targets[i]);
   };
+  // NOTE: the turn covers the model calls; with images it also covers their media cache
+  // lookups (memory, or a file of [server.media_cache] dir), which Embedder interleaves.
+  ComputeTurn turn(compute_, threads_);
   try {
     if (!work_.texts.empty()) {
       EmbedStats stats;

@@ -5,14 +5,17 @@
 // cross-attention memory of newly admitted requests' audio (batched encoder runs); then one
 // Decoder::forward over the flat batch, logits processors, sampling (or draft verification),
 // stop checks, streaming and completion. Metrics of the generate pattern, of VLMs and of
-// speech encoding. It must not: tokenize, preprocess or compute log-mel features (the api's
-// threads do), see HTTP, or start threads.
+// speech encoding. Every model call (forward and sampling, media and speech encodes, warm-ups)
+// runs inside a ComputeTurn (engines/compute_turn.h): deployments take turns on the one compute
+// pool. It must not: tokenize, preprocess or compute log-mel features (the api's threads do),
+// see HTTP, start threads, or hold a turn across anything but compute.
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <climits>
 #include <deque>
 #include <exception>
+#include <optional>
 #include <random>
 #include <unordered_map>
 
@@ -20,6 +23,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "engines/compute_turn.h"
 #include "engines/encode/media_cache.h"
 #include "engines/encode/media_encode.h"
 #include "engines/generate/generate_engine_factory.h"
@@ -223,6 +227,7 @@ class GenerateEngine final : public serving::Engine {
         replica_(context.replica),
         replicas_(context.replicas),
         metrics_(context.metrics, context.labels),
+        compute_(context.metrics, context.labels),
         seed_rng_(std::random_device{}()) {
     if (frontend_->vision() != nullptr) vlm_metrics_.emplace(context.metrics, context.labels);
     if (frontend_->speech() != nullptr) speech_metrics_.emplace(context.metrics, context.labels);
@@ -329,6 +334,7 @@ class GenerateEngine final : public serving::Engine {
   const int replica_;
   const int replicas_;
   GenerateMetrics metrics_;
+  ComputeMetrics compute_;
   std::optional<VlmMetrics> vlm_metrics_;  // VLMs only
   std::optional<SpeechMetrics> speech_metrics_;  // speech models only
   EngineKnobs knobs_;
@@ -371,8 +377,7 @@ class GenerateEngine final : public serving::Engine {
 // Load
 
 Status GenerateEngine::load() {
-  threads_ = std::max(1, num_threads() / std::max(1, replicas_));
-  omp_set_num_threads(threads_);  // this replica's share (see the NOTE in embed_engine.cpp)
+  threads_ = set_replica_team(replicas_);  // this replica's share of the pool
 
   const bool speech = frontend_->speech() != nullptr;
   if (speech && config_.task != "transcribe")
@@ -453,6 +458,7 @@ Status GenerateEngine::load() {
     b.logits_rows = Tensor::from<int32_t>(rows, {1});
     if (warm_cross) b.cross = {warm_cross.get()};
     try {
+      ComputeTurn turn(compute_, threads_);
       decoder_->forward(b, kv_.layers());
     } catch (const std::exception& e) {
       return internal_error(std::string("decoder warm-up failed: ") + e.what());
@@ -524,6 +530,7 @@ Status GenerateEngine::load_media_encoder() {
   blank.num_views = 1;
   blank.values.assign(size_t(3 * e.image_size() * e.image_size()), 0.0f);
   const media::PixelViews* views[] = {&blank};
+  ComputeTurn turn(compute_, threads_);
   return media_runner_->encode(views).status();
 }
 
@@ -1015,7 +1022,10 @@ void GenerateEngine::acquire_media(std::vector<StepItem>& items) {
 
   if (!missing.empty()) {
     encode::MediaEncodeStats stats;
-    Result<std::vector<encode::MediaFeaturesPtr>> encoded = media_runner_->encode(missing, &stats);
+    Result<std::vector<encode::MediaFeaturesPtr>> encoded = [&] {
+      ComputeTurn turn(compute_, threads_);
+      return media_runner_->encode(missing, &stats);
+    }();
     if (!encoded.has_value()) {
       PRISM_LOG_ERROR("deployment {}: {}", config_.name, encoded.status().message());
       for (const auto& group : waiting_for)
@@ -1119,6 +1129,7 @@ Result<std::vector<std::shared_ptr<const models::CrossKv>>> GenerateEngine::enco
     // The encoder only reads its input.
     const Tensor x = Tensor::from_blob(const_cast<float*>(input), {B, mels, frames}, DType::f32);
     try {
+      ComputeTurn turn(compute_, threads_);
       cross = speech_encoder_->encode(x);
     } catch (const std::exception& e) {
       error = e.what();
@@ -1235,6 +1246,9 @@ void GenerateEngine::forward_and_sample(std::span<const StepItem> items) {
     }
     Tensor logits;
     std::string error;
+    // The turn covers the forward and the sampling (both run on the replica's team); it ends
+    // before any request is completed.
+    std::optional<ComputeTurn> turn(std::in_place, compute_, threads_);
     try {
       logits = decoder_->forward(b, kv_.layers());
     } catch (const std::exception& e) {
@@ -1244,6 +1258,7 @@ void GenerateEngine::forward_and_sample(std::span<const StepItem> items) {
                                                     logits.size(0) != int64_t(batch_rows_.size()) ||
                                                     logits.size(1) != vocab_ || logits.dtype() != DType::f32);
     if (!error.empty() || bad_shape) {
+      turn.reset();
       if (error.empty()) error = "the decoder returned " + logits.to_string() + " logits";
       PRISM_LOG_ERROR("deployment {}: decoder step failed: {}", config_.name, error);
       const Status st = internal_error("generation failed: " + error);

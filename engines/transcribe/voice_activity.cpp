@@ -1,11 +1,19 @@
 // The deployment's VAD: knobs → settings, the detector they name, and the two ways it runs —
 // a whole recording (long-form: one stream, windows in order) and a step over many live
 // streams (one window each, Silero's windows as one batch).
+// NOTE: Silero runs on its caller's thread (the live scheduler, an audio job: no engine's,
+// with a team of one) and takes a turn on the compute pool for that thread's team
+// (runtime/compute_gate.h), so with the engines it never runs more threads than the pool has.
+// The energy detector is a few additions per window: no turn.
 #include "engines/transcribe/voice_activity.h"
 
 #include <array>
 #include <cstdio>
 #include <string_view>
+
+#include <omp.h>
+
+#include "runtime/compute_gate.h"
 
 namespace prism::engines::transcribe {
 
@@ -84,7 +92,10 @@ Result<std::shared_ptr<const VoiceActivity>> VoiceActivity::load(const VadSettin
 std::vector<float> VoiceActivity::probabilities(std::span<const float> samples16k) const {
   // NOTE: the state chains window to window, so a recording is one stream in order (the
   // Silero front end still batches its windows; see SileroVad::probabilities).
-  if (silero_) return silero_->probabilities(samples16k);
+  if (silero_) {
+    ComputeGate::Lease turn = ComputeGate::process().acquire(omp_get_max_threads());
+    return silero_->probabilities(samples16k);
+  }
   return media::energy_vad_probabilities(samples16k);
 }
 
@@ -107,6 +118,7 @@ std::vector<float> VoiceActivity::step(std::span<const std::span<const float>> w
   }
   std::vector<models::SileroState*> states(streams.size());
   for (size_t i = 0; i < streams.size(); ++i) states[i] = &streams[i]->silero_;
+  ComputeGate::Lease turn = ComputeGate::process().acquire(omp_get_max_threads());
   return silero_->step(windows, states);
 }
 

@@ -296,11 +296,59 @@ TEST(Config, KnobGettersCheckTypes) {
   EXPECT_FALSE(k.get_bool("s", false).has_value());
 }
 
+TEST(Config, StrictFromTheFileOrTheFlag) {
+  Result<Config> off = parse_config("", "prism.toml");
+  ASSERT_TRUE(off.has_value());
+  EXPECT_FALSE(off->server.strict);  // a failed deployment is left out by default
+  EXPECT_EQ(config_to_json(*off)["server"]["strict"], false);
+
+  Result<Config> on = parse_config("[server]\nstrict = true\n", "prism.toml");
+  ASSERT_TRUE(on.has_value()) << on.status().message();
+  EXPECT_TRUE(on->server.strict);
+  EXPECT_EQ(config_to_json(*on)["server"]["strict"], true);
+  expect_error("[server]\nstrict = \"yes\"\n", 2, "server.strict", "expected a boolean");
+
+  // --strict sets it; without the flag the file's value stands.
+  Config c = *off;
+  ConfigOverrides o;
+  o.strict = true;
+  ASSERT_TRUE(apply_overrides(c, o).ok());
+  EXPECT_TRUE(c.server.strict);
+  EXPECT_EQ(c.origin_of("server.strict"), "--strict");
+  Config kept = *on;
+  ASSERT_TRUE(apply_overrides(kept, ConfigOverrides{}).ok());
+  EXPECT_TRUE(kept.server.strict);
+}
+
 }  // namespace
 }  // namespace prism::serving
 
 namespace prism::serving {
 namespace {
+
+TEST(Config, ComputeWaitAndGate) {
+  Result<Config> unset = parse_config("", "prism.toml");
+  ASSERT_TRUE(unset.has_value());
+  EXPECT_EQ(unset->server.compute_wait, "");  // PRISM_COMPUTE_WAIT, else Prism's default
+  EXPECT_TRUE(unset->server.compute_gate);    // deployments take turns on the pool
+  EXPECT_EQ(config_to_json(*unset)["server"]["compute_wait"], "unset");
+  EXPECT_EQ(config_to_json(*unset)["server"]["compute_gate"], true);
+
+  for (const char* wait : {"passive", "spin"}) {
+    Result<Config> c = parse_config(std::string("[server]\ncompute_wait = \"") + wait + "\"\ncompute_gate = false\n",
+                                    "prism.toml");
+    ASSERT_TRUE(c.has_value()) << c.status().message();
+    EXPECT_EQ(c->server.compute_wait, wait);
+    EXPECT_FALSE(c->server.compute_gate);
+    EXPECT_EQ(config_to_json(*c)["server"]["compute_wait"], wait);
+  }
+
+  expect_error("[server]\ncompute_wait = \"active\"\n", 2, "server.compute_wait",
+               "must be one of \"passive\", \"spin\", got 'active'");
+  expect_error("[server]\n\ncompute_wait = \"PASSIVE\"\n", 3, "server.compute_wait", "got 'PASSIVE'");
+  expect_error("[server]\ncompute_wait = 1\n", 2, "server.compute_wait", "expected a string");
+  expect_error("[server]\ncompute_gate = \"on\"\n", 2, "server.compute_gate", "expected a boolean");
+}
 
 TEST(Config, MaxWaitMsIsTheQueueDelayInMilliseconds) {
   Result<Config> c = parse_config("[[deployment]]\nname = \"e\"\ntask = \"echo\"\n[deployment.batching]\nmax_wait_ms = 5\n",
