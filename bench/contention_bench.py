@@ -222,8 +222,21 @@ def ensure_models(args, prism, work):
     return models
 
 
-def phase_wait(args, models):
+def kernel_tier(prism):
+    """The tier the benches run on: PRISM_ISA when set, else the CPU's best (prism info)."""
+    if os.environ.get("PRISM_ISA"):
+        return os.environ["PRISM_ISA"]
+    out = subprocess.run([prism, "info"], capture_output=True, text=True).stdout
+    m = re.search(r"kernels:\s+(\S+) tier", out)
+    if not m:
+        raise RuntimeError("prism info printed no kernels tier")
+    return m.group(1)
+
+
+def phase_wait(args, prism, models):
     gen = os.path.join(args.build, "bench", "generate_bench")
+    # One tier (generate_bench runs every tier the CPU has without PRISM_ISA).
+    tier = {"PRISM_ISA": kernel_tier(prism)}
     if not os.access(gen, os.X_OK):
         log("wait: skipped (%s missing: cmake --build %s --target generate_bench)" % (gen, args.build))
         return
@@ -234,7 +247,7 @@ def phase_wait(args, models):
             for name, extra in WAIT_ENVS:
                 log("  wait %s %-24s load %s" % (label, name, loadavg()))
                 out = subprocess.run([gen, "--model", model_dir, "--modes", "decode", "--no-peer", "--decode-tokens",
-                                      "64", "--max-model-len", "2048"] + precision, env=clean_env(extra),
+                                      "64", "--max-model-len", "2048"] + precision, env=clean_env(dict(extra, **tier)),
                                      capture_output=True, text=True)
                 m = re.search(r"model decode at batch 1 .*?: ([0-9.]+) tokens/s \(median step", out.stdout)
                 if not m:
@@ -364,7 +377,7 @@ def main():
             os.cpu_count(), loadavg(), args.repeats, args.duration, args.warmup))
         models = ensure_models(args, prism, work)
         if "wait" in args.phases:
-            phase_wait(args, models)
+            phase_wait(args, prism, models)
         phase_serving(args, prism, work, models)
         print("\nload at the end: %s" % loadavg())
     finally:

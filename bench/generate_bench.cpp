@@ -23,6 +23,12 @@
 //            --kv-tokens teacher-forced greedy tokens; tokens that fit in --kv-budget-mib
 //   peer     bench/generate_peer.py on the same weights: decode at batch 1 (KV cache),
 //            prefill 512 / 2048, and its greedy tokens against Prism's
+//   precisions  the model alone at each linear precision (f32, bf16, int8; --precision is
+//            ignored here): decode at batch 1 against the bandwidth roofline and prefill 512 as
+//            GFLOP/s against the tier's f32 GEMM peak, all measured in the same process, with
+//            the ratios to f32 (not in the default modes: it loads the model three times)
+// Without PRISM_ISA the whole run is repeated on every instruction-set tier the CPU has, each in
+// a process of its own (bench/bench_tiers.h); PRISM_ISA=avx2|avx512|avx512_bf16 runs one.
 // Engine modes go through a serving::Deployment of task "chat" (register_generate_engine),
 // as `prism serve` runs it; requests are GenerateInput token ids (greedy, ignore_eos).
 #include <algorithm>
@@ -35,6 +41,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -45,6 +52,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_tiers.h"
 #include "bench/memory_bandwidth.h"
 #include "engines/generate/generate_engine.h"
 #include "engines/generate/generate_payload.h"
@@ -560,10 +568,51 @@ PeerFigures run_peer(const Options& o, const std::vector<int32_t>& prompt, int g
   return p;
 }
 
+// The precisions mode (see the top): one row per linear precision, measured in this process.
+void run_precisions(const Options& o, std::mt19937& rng) {
+  struct Row {
+    Precision precision;
+    DecodeFigure decode;
+    double prefill_tps = 0, prefill_gflops = 0;
+  };
+  std::vector<Row> rows;
+  const prism::Result<double> f32_peak = prism::measure_gemm_peak(Precision::f32);
+  for (Precision p : {Precision::f32, Precision::bf16, Precision::int8}) {
+    auto loaded = prism::models::load_llama(o.model, p);
+    if (!loaded.has_value()) {
+      std::printf("precision %s: %s\n", std::string(prism::ops::precision_name(p)).c_str(),
+                  loaded.status().to_string().c_str());
+      continue;
+    }
+    prism::models::Decoder& m = **loaded;
+    const DType kv = p == Precision::f32 ? DType::f32 : DType::bf16;  // kv_cache_dtype "auto"
+    const std::vector<int32_t> prompt = random_tokens(o.decode_context, m.vocab_size(), rng);
+    model_decode(m, std::vector<int32_t>(prompt.begin(), prompt.begin() + 8), 2, kv, 1.0);  // warm-up
+    Row r{p, model_decode(m, prompt, o.decode_tokens, kv, prism::bench::measure_read_bandwidth_gbs())};
+    model_prefill(m, 64, kv, rng);  // warm-up
+    std::tie(r.prefill_tps, r.prefill_gflops) = model_prefill(m, 512, kv, rng);
+    rows.push_back(std::move(r));
+  }
+  if (rows.empty()) return;
+  const double peak = f32_peak.has_value() ? *f32_peak : 0.0;
+  std::printf("\nprecisions on the %s tier (f32 GEMM peak %.0f GFLOP/s; decode at batch 1, context %d; ratios "
+              "against f32, > 1: faster)\n",
+              std::string(prism::isa_name(prism::active_isa())).c_str(), peak, o.decode_context);
+  std::printf("%-6s %12s %10s %8s %14s %10s %10s %8s\n", "", "decode tok/s", "% roofline", "vs f32",
+              "prefill 512 t/s", "GFLOP/s", "% f32 peak", "vs f32");
+  const Row& f32 = rows.front();
+  for (const Row& r : rows)
+    std::printf("%-6s %12.2f %9.0f%% %7.2fx %14.1f %10.0f %9.0f%% %7.2fx\n",
+                std::string(prism::ops::precision_name(r.precision)).c_str(), r.decode.tokens_per_s,
+                100.0 * r.decode.tokens_per_s / r.decode.roofline_tokens_per_s,
+                r.decode.tokens_per_s / f32.decode.tokens_per_s, r.prefill_tps, r.prefill_gflops,
+                peak > 0 ? 100.0 * r.prefill_gflops / peak : 0.0, r.prefill_tps / f32.prefill_tps);
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: generate_bench --model DIR [--precision f32|bf16|int8] [--modes memory,ttft,streams,decode,"
-               "prefill,kv,peer] [--no-peer]\n"
+               "prefill,kv,peer,precisions] [--no-peer]\n"
                "       [--decode-context N] [--decode-tokens N] [--ttft-prompt N] [--ttft-prefix N] [--streams 1,4,16]\n"
                "       [--stream-prompt N] [--stream-tokens N] [--kv-prompts N] [--kv-tokens N] [--kv-budget-mib N]\n"
                "       [--kv-cache-mib N] [--max-model-len N] [--seed S]\n");
@@ -573,6 +622,7 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::optional<int> done = prism::bench::run_on_each_tier(argc, argv)) return *done;
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -600,7 +650,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") o.seed = static_cast<uint32_t>(std::atoi(next().c_str()));
     else return usage();
   }
-  const std::set<std::string> known = {"memory", "ttft", "streams", "decode", "prefill", "kv", "peer"};
+  const std::set<std::string> known = {"memory", "ttft", "streams", "decode", "prefill", "kv", "peer", "precisions"};
   for (const std::string& m : o.modes)
     if (!known.count(m)) {
       std::fprintf(stderr, "generate_bench: unknown mode '%s'\n", m.c_str());
@@ -617,8 +667,9 @@ int main(int argc, char** argv) {
   prism::set_num_threads(0);
   std::mt19937 rng(o.seed);
   const DType kv_dtype = *precision == Precision::f32 ? DType::f32 : DType::bf16;  // kv_cache_dtype "auto"
-  std::printf("model %s, precision %s, KV %s, %d threads\n", o.model.c_str(), o.precision.c_str(),
-              std::string(prism::dtype_name(kv_dtype)).c_str(), prism::num_threads());
+  std::printf("model %s, precision %s, KV %s, %d threads, %s kernels\n", o.model.c_str(), o.precision.c_str(),
+              std::string(prism::dtype_name(kv_dtype)).c_str(), prism::num_threads(),
+              std::string(prism::isa_name(prism::active_isa())).c_str());
 
   // ---- engine modes: one deployment, as `prism serve` builds it ----
   EngineFigures ef;
@@ -716,6 +767,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- model modes: the decoder alone ----
+  if (o.modes.count("precisions")) run_precisions(o, rng);
   const bool model_modes = o.modes.count("decode") || o.modes.count("prefill") || o.modes.count("kv") ||
                            o.modes.count("peer");
   if (!model_modes) return 0;

@@ -11,7 +11,7 @@
 //    weight bytes streamed, as a fraction of the read bandwidth (runtime/memory_bandwidth.h)
 //    measured in the same process, and the speed-up over f32 at the same M (time ratio).
 // Usage: linear_bench [prefill|decode|all] [quick] [1]. quick: fewer repetitions and rounds;
-// 1: one thread, timed by its CPU clock (see g_thread_cpu_clock). Each figure is the best of
+// 1: one thread, timed by its CPU clock (see g_timing). Each figure is the best of
 // several repetitions of at least kRepSeconds: the machine is shared and noisy.
 #include <time.h>
 
@@ -30,6 +30,7 @@
 #include <dnnl.hpp>
 
 #include "bench/bench_tiers.h"
+#include "bench/bench_timing.h"
 #include "runtime/cpu/linear_packed.h"
 #include "runtime/isa.h"
 #include "runtime/memory_bandwidth.h"
@@ -44,47 +45,16 @@ using ops::Precision;
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-double g_rep_seconds = 0.3;
-int g_reps = 4;
 int g_rounds = 3;  // decode: passes over the whole table, best per point
 
 // With `1` the bench runs on one thread and times by that thread's CPU clock: on a shared,
 // oversubscribed machine the wall clock mostly measures the neighbours (a 2-thread OpenMP
 // call waits for its descheduled thread), while CPU time counts only the time the thread
 // ran, i.e. what the kernel streams per core-second. Bandwidth is then measured the same way.
-bool g_thread_cpu_clock = false;
+bench::Timing g_timing;
 
-double now_s() {
-  if (g_thread_cpu_clock) {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double read_bandwidth_gbs() {
-  return g_thread_cpu_clock ? measure_read_bandwidth_gbs(size_t(1) << 30, 3, 1, true)
-                            : measure_read_bandwidth_gbs(size_t(1) << 30, 3);
-}
-
-// Best seconds per call of fn.
-double best_seconds(const std::function<void()>& fn) {
-  fn();  // warm: primitive creation, scratch growth, first touch
-  double best = 1e30;
-  for (int r = 0; r < g_reps; ++r) {
-    int iters = 0;
-    const double t0 = now_s();
-    double t = t0;
-    do {
-      fn();
-      ++iters;
-      t = now_s();
-    } while (t - t0 < g_rep_seconds);
-    best = std::min(best, (t - t0) / iters);
-  }
-  return best;
-}
+double read_bandwidth_gbs() { return g_timing.read_bandwidth_gbs(); }
+double best_seconds(const std::function<void()>& fn) { return g_timing.best_seconds(fn); }
 
 Tensor random_tensor(const Dims& shape, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -210,11 +180,11 @@ void bench_decode(const std::vector<Variant>& variants) {
   };
   const int64_t rows_list[] = {1, 2, 4, 8};
   constexpr int kNumM = 4;
-  g_reps = std::min(g_reps, 2);  // the rounds repeat every point anyway
+  g_timing.reps = std::min(g_timing.reps, 2);  // the rounds repeat every point anyway
   double bandwidth = read_bandwidth_gbs();
   std::printf("\ndecode, bias, %d thread(s), %s clock: weight GB/s, %% of the read bandwidth (now %.1f GB/s; per"
               " shape the best of %d rounds), x f32: time ratio\n",
-              g_thread_cpu_clock ? 1 : num_threads(), g_thread_cpu_clock ? "thread CPU" : "wall", bandwidth, g_rounds);
+              g_timing.thread_cpu_clock ? 1 : num_threads(), g_timing.thread_cpu_clock ? "thread CPU" : "wall", bandwidth, g_rounds);
   std::printf("%-26s %-22s |", "shape", "variant");
   for (int64_t m : rows_list) std::printf("   M=%-2ld GB/s   BW  x f32", long(m));
   std::printf("\n");
@@ -279,12 +249,12 @@ int main(int argc, char** argv) {
     if (a == "prefill") decode = false;
     else if (a == "decode") prefill = false;
     else if (a == "quick") {
-      g_reps = 2;
-      g_rep_seconds = 0.15;
+      g_timing.reps = 2;
+      g_timing.rep_seconds = 0.15;
       g_rounds = 1;
     } else if (a == "1") {
       set_num_threads(1);
-      g_thread_cpu_clock = true;
+      g_timing.thread_cpu_clock = true;
     } else if (a != "all") {
       std::printf("usage: linear_bench [prefill|decode|all] [quick] [1]\n");
       return 2;
@@ -292,8 +262,8 @@ int main(int argc, char** argv) {
   }
   const std::vector<Variant> variants = variants_for_tier();
   std::printf("linear_bench, tier %s: %d thread(s); each figure the best of %d reps of >= %.2f s\n",
-              std::string(isa_name(active_isa())).c_str(), g_thread_cpu_clock ? 1 : num_threads(), g_reps,
-              g_rep_seconds);
+              std::string(isa_name(active_isa())).c_str(), g_timing.thread_cpu_clock ? 1 : num_threads(), g_timing.reps,
+              g_timing.rep_seconds);
   for (Precision p : {Precision::f32, Precision::bf16, Precision::int8})
     std::printf("  linear %-4s: %s\n", std::string(ops::precision_name(p)).c_str(), ops::linear_path(p).c_str());
   const double peak = raw_onednn_f32_gflops(1024);

@@ -13,7 +13,6 @@
 // clock (the wall clock of a 2-thread run on the shared machine mostly measures the
 // neighbours). Each figure is the best of several repetitions, the variants interleaved.
 // Never asserts on time.
-#include <immintrin.h>
 #include <time.h>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 
 #include <dnnl.hpp>
 
+#include "bench/bench_timing.h"
 #include "runtime/cpu/dnnl_context.h"
 #include "runtime/cpu/linear_int8.h"
 #include "runtime/isa.h"
@@ -42,71 +42,12 @@ using namespace prism;
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-double g_rep_seconds = 0.25;
-int g_reps = 3;
 int g_rounds = 2;
-bool g_thread_cpu_clock = false;
+bench::Timing g_timing{0.25, 3, false};  // `1`: one thread, timed by its CPU clock (bench_timing.h)
 std::string g_only;  // only=SUBSTRING: the shapes whose name contains it
 
-double now_s() {
-  if (g_thread_cpu_clock) {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double best_seconds(const std::function<void()>& fn) {
-  fn();  // warm: primitive creation, scratch growth, first touch
-  double best = 1e30;
-  for (int r = 0; r < g_reps; ++r) {
-    int iters = 0;
-    const double t0 = now_s();
-    double t = t0;
-    do {
-      fn();
-      ++iters;
-      t = now_s();
-    } while (t - t0 < g_rep_seconds);
-    best = std::min(best, (t - t0) / iters);
-  }
-  return best;
-}
-
-// Read bandwidth (GB/s) of a streaming sum over 1 GiB on the pool's threads (or the calling
-// thread by its CPU clock), best of 3: the scale for the decode figures.
-double read_bandwidth_gbs() {
-  const int64_t n = (int64_t(1) << 30) / int64_t(sizeof(float));
-  std::unique_ptr<float, decltype(&std::free)> buffer(static_cast<float*>(std::aligned_alloc(64, size_t(n) * 4)),
-                                                      &std::free);
-  float* data = buffer.get();
-  const int threads = g_thread_cpu_clock ? 1 : num_threads();
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < n; ++i) data[i] = 1e-3f;
-  double best = 0.0;
-  volatile float sink = 0.0f;
-  for (int pass = 0; pass < 3; ++pass) {
-    const double t0 = now_s();
-    float total = 0.0f;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
-    for (int64_t b = 0; b < n; b += 4096) {
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t i = b; i < b + 4096; i += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_load_ps(data + i));
-        a1 = _mm256_add_ps(a1, _mm256_load_ps(data + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_load_ps(data + i + 16));
-        a3 = _mm256_add_ps(a3, _mm256_load_ps(data + i + 24));
-      }
-      alignas(32) float s[8];
-      _mm256_store_ps(s, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-      for (float v : s) total += v;
-    }
-    sink = sink + total;
-    best = std::max(best, double(n) * 4 / (now_s() - t0) / 1e9);
-  }
-  return best;
-}
+double read_bandwidth_gbs() { return g_timing.read_bandwidth_gbs(); }
+double best_seconds(const std::function<void()>& fn) { return g_timing.best_seconds(fn); }
 
 // ---- the three paths on one weight ----
 
@@ -259,7 +200,7 @@ void bench_decode() {
   const double bw0 = read_bandwidth_gbs();
   std::printf("\ndecode, bias, %d thread(s), %s clock: weight GB/s (int8 1 B, f32 4 B a weight), and f32's time"
               " over the variant's (x f32); read bandwidth now %.1f GB/s\n",
-              g_thread_cpu_clock ? 1 : num_threads(), g_thread_cpu_clock ? "thread CPU" : "wall", bw0);
+              g_timing.thread_cpu_clock ? 1 : num_threads(), g_timing.thread_cpu_clock ? "thread CPU" : "wall", bw0);
   std::printf("%-26s %-10s |", "shape", "variant");
   for (int64_t m : rows_list) std::printf("  M=%ld GB/s  x f32", long(m));
   std::printf("\n");
@@ -302,7 +243,7 @@ void bench_prefill() {
   const int64_t rows_list[] = {64, 512};
   std::printf("\nprefill, bias, %d thread(s), %s clock: GFLOP/s (f32) or GOP/s (int8), and f32's time over the"
               " variant's (x f32)\n",
-              g_thread_cpu_clock ? 1 : num_threads(), g_thread_cpu_clock ? "thread CPU" : "wall");
+              g_timing.thread_cpu_clock ? 1 : num_threads(), g_timing.thread_cpu_clock ? "thread CPU" : "wall");
   std::printf("%-26s %-10s |", "shape", "variant");
   for (int64_t m : rows_list) std::printf("  M=%-3ld GOP/s  x f32", long(m));
   std::printf("\n");
@@ -350,12 +291,12 @@ int main(int argc, char** argv) {
     } else if (a == "decode") {
       prefill = false;
     } else if (a == "quick") {
-      g_reps = 2;
-      g_rep_seconds = 0.1;
+      g_timing.reps = 2;
+      g_timing.rep_seconds = 0.1;
       g_rounds = 1;
     } else if (a == "1") {
       set_num_threads(1);
-      g_thread_cpu_clock = true;
+      g_timing.thread_cpu_clock = true;
     } else if (a.rfind("only=", 0) == 0) {
       g_only = a.substr(5);
     } else if (a != "all") {
@@ -364,8 +305,8 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("linear_int8_bench, tier %s, %d thread(s); each figure the best of %d rounds x %d reps of >= %.2f s\n",
-              std::string(isa_name(active_isa())).c_str(), g_thread_cpu_clock ? 1 : num_threads(), g_rounds, g_reps,
-              g_rep_seconds);
+              std::string(isa_name(active_isa())).c_str(), g_timing.thread_cpu_clock ? 1 : num_threads(), g_rounds, g_timing.reps,
+              g_timing.rep_seconds);
   if (prefill) bench_prefill();
   if (decode) bench_decode();
   return 0;

@@ -27,7 +27,11 @@ void set_num_threads(int n) {
 
 int num_threads() {
   const int t = g_threads.load(std::memory_order_relaxed);
-  return t > 0 ? t : omp_get_max_threads();
+  if (t > 0) return t;
+  // Not omp_get_max_threads(): that is the calling thread's ICV, and a replica thread that
+  // set its share would read its share back (and size the process's gate from it).
+  static const int fallback = cpu_allowance().default_threads();
+  return fallback;
 }
 
 namespace thread_census {

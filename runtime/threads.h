@@ -18,7 +18,7 @@ namespace prism {
 // Threads started afterwards (replicas) read it with num_threads() and call
 // omp_set_num_threads with their share on themselves.
 void set_num_threads(int n);
-int num_threads();  // the process's count as last set (OpenMP's default before any set)
+int num_threads();  // the process's count as last set (the CPU allowance's default before any set)
 
 // Test seam: while enabled, counts the parallel_for regions of more than one thread and the
 // threads of their teams, process-wide (each region's team counted by its master from the

@@ -14,7 +14,11 @@ Result<std::shared_ptr<AsrService>> build_service(serving::Deployment& deploymen
   const std::string& name = deployment.name();
   const std::string not_speech = "model '" + name + "' is not a speech recognition model";
   if (deployment.config().task != "transcribe") return invalid_argument(not_speech);
-  if (!deployment.ready()) return unavailable("model '" + name + "' is not ready");
+  if (!deployment.ready()) {
+    if (const Status failed = deployment.load_error(); !failed.ok())
+      return unavailable("model '" + name + "' failed to load: " + failed.message());
+    return unavailable("model '" + name + "' is not ready");
+  }
   auto frontend = std::dynamic_pointer_cast<const generate::GenerateFrontend>(deployment.frontend());
   if (!frontend || frontend->speech() == nullptr) return invalid_argument(not_speech);
 

@@ -20,24 +20,13 @@
 #include "runtime/cpu/linear_kernels.h"
 #include "runtime/isa.h"
 #include "runtime/ops.h"
+#include "test_util/eltwise.h"
 
 namespace prism::cpu {
 namespace {
 
 using ops::Activation;
 
-double activate_ref(double v, Activation act) {
-  switch (act) {
-    case Activation::none: return v;
-    case Activation::relu: return v > 0 ? v : 0;
-    case Activation::gelu_erf: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-    case Activation::gelu_tanh:
-      return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-    case Activation::silu: return v / (1 + std::exp(-v));
-    case Activation::quick_gelu: return v / (1 + std::exp(-1.702 * v));
-  }
-  return v;
-}
 
 std::vector<float> random_floats(int64_t n, uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);
@@ -120,7 +109,7 @@ TEST(LinearRowKernelsTest, Int8EpilogueMatchesItsDefinition) {
         for (int64_t m = 1; m < rows; ++m)
           for (int64_t j = 0; j < n; ++j) {
             const double v = double(y0[size_t(m * n + j)]) * sx[size_t(m)] + (with_bias ? bias[size_t(j)] : 0.0);
-            const double ref = activate_ref(v, act);
+            const double ref = test::activation_reference(v, act);
             // v is rounded once (u |v|), then the activation (slope < 1.15, own error ~1e-6).
             ASSERT_NEAR(y[size_t(m * n + j)], ref, 1.15 * std::ldexp(std::fabs(v), -24) + 2e-6 * std::fabs(ref) + 1e-30)
                 << tier() << " n " << n << " act " << int(act) << " at (" << m << ", " << j << ")";
@@ -164,7 +153,7 @@ void check_widen(const WidenCase& c, int64_t rows, int64_t ld, bool with_bias, A
         acc += p;
         s += std::fabs(p);
       }
-      const double ref = activate_ref(acc, act);
+      const double ref = test::activation_reference(acc, act);
       const double bound = 1.15 * gamma * s + 2e-6 * std::fabs(ref) + 1e-30;
       const double got = y[size_t(m * c.n + j)];
       if (!(std::fabs(got - ref) <= bound) && ++bad <= 5)

@@ -21,19 +21,6 @@
 namespace prism::ops {
 namespace {
 
-double activate_ref(double v, Activation act) {
-  switch (act) {
-    case Activation::none: return v;
-    case Activation::relu: return v > 0 ? v : 0;
-    case Activation::gelu_erf: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-    case Activation::gelu_tanh:
-      return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-    case Activation::silu: return v / (1 + std::exp(-v));
-    case Activation::quick_gelu: return v / (1 + std::exp(-1.702 * v));
-  }
-  return v;
-}
-
 // Per-element error bound of y[m, n] before the activation. The activations' slopes are at
 // most ~1.13 (GELU; SiLU and QuickGELU ~1.10) so the bound after it is 1.15x this.
 //  f32:  brgemm sums K products in f32 in blocks; K * 2^-24 * S is the classic worst case
@@ -88,7 +75,7 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& b, Precision p
       const float* wr = w32.data<float>() + n * K;
       double acc = b32.defined() ? b32.data<float>()[n] : 0.0;
       for (int64_t k = 0; k < K; ++k) acc += double(xr[k]) * wr[k];
-      const double ref = activate_ref(acc, act);
+      const double ref = test::activation_reference(acc, act);
       const double tol = 1.15 * tolerance(p, xr, wr, K, b32.defined() ? std::fabs(b32.data<float>()[n]) : 0.0);
       const double got = y.data<float>()[m * N + n];
       if (!(std::fabs(got - ref) <= tol) && ++bad <= 5)
@@ -199,7 +186,7 @@ TEST(LinearTest, Int8EpilogueActivationsAreAccurate) {
     const Tensor y = linear(x, *lw, act);
     for (int64_t i = 0; i < y.numel(); ++i) {
       const double v = pre.data<float>()[i];
-      const double ref = activate_ref(v, act);
+      const double ref = test::activation_reference(v, act);
       ASSERT_NEAR(y.data<float>()[i], ref, 2e-6 * std::fabs(ref) + 1e-6 * (1 + std::fabs(v)))
           << "act " << int(act) << " at v = " << v;
     }

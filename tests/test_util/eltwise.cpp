@@ -17,6 +17,19 @@ Tensor random_f32(const Dims& shape, uint32_t seed, float lo, float hi) {
   return t;
 }
 
+double activation_reference(double v, ops::Activation act) {
+  switch (act) {
+    case ops::Activation::none: return v;
+    case ops::Activation::relu: return v > 0 ? v : 0;
+    case ops::Activation::gelu_erf: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case ops::Activation::gelu_tanh:
+      return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    case ops::Activation::silu: return v / (1 + std::exp(-v));
+    case ops::Activation::quick_gelu: return v / (1 + std::exp(-1.702 * v));
+  }
+  return v;
+}
+
 std::vector<double> to_doubles(const Tensor& t) {
   const Tensor c = t.contiguous();
   const float* p = c.data<float>();

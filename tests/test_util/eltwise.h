@@ -9,12 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "runtime/ops.h"
 #include "runtime/tensor.h"
 
 namespace prism::test {
 
 // Uniform in [lo, hi), contiguous f32, reproducible from seed.
 Tensor random_f32(const Dims& shape, uint32_t seed, float lo = -3.0f, float hi = 3.0f);
+
+// The activation in double precision, from its published formula (QuickGELU: x sigmoid(1.702 x)).
+double activation_reference(double v, ops::Activation act);
 
 // The values of an f32 tensor (any strides) in row-major order, as doubles.
 std::vector<double> to_doubles(const Tensor& t);

@@ -25,6 +25,7 @@
 #include "base/check.h"
 #include "runtime/cpu/attention_tile.h"
 #include "runtime/cpu/kernels/simd.h"
+#include "runtime/cpu/kernels/tier_scratch.h"
 #include "runtime/cpu/kernels/vec_math.h"
 
 namespace prism::cpu::PRISM_TIER {
@@ -58,29 +59,10 @@ constexpr int pv_rows_for(int cv) { return cv <= 1 ? 6 : cv == 2 ? 4 : 3; }
 constexpr int kQkSlabKeys = kQkVecs * kLanes;
 static_assert(kTileKeys % kQkSlabKeys == 0);
 
-// 64-byte aligned float scratch that only grows (malloc'd: no shared library template code
-// compiled for this tier).
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer() { std::free(data_); }
-
-  float* get(size_t n) {
-    if (n > capacity_) {
-      std::free(data_);
-      const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-      data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-      PRISM_CHECK_MSG(data_ != nullptr, "attention: out of memory for scratch");
-      capacity_ = n;
-    }
-    return data_;
-  }
-
- private:
-  float* data_ = nullptr;
-  size_t capacity_ = 0;
+// Float scratch that only grows (tier_scratch.h).
+struct AlignedBuffer {
+  TierScratch memory;
+  float* get(size_t n) { return static_cast<float*>(memory.get(n * sizeof(float))); }
 };
 
 // Asks for the K and V rows of the next (tile, head) into L2 a line or two at a time from
