@@ -24,16 +24,22 @@ constexpr const char* kDefaultSource = "the default";
 struct Policy {
   const char* name;
   std::optional<std::string> wait_policy, spin_count;
-  const char* what;  // for describe()
+  std::string what;  // for describe()
 };
 
 // NOTE: "spin" is libgomp's own default (both unset): idle workers spin GOMP_SPINCOUNT = 300000
-// times (a few milliseconds), or 100 times while the process has more OpenMP threads than
-// CPUs, then sleep on a futex. "passive" sleeps at once (spin count 0). Measured in
-// docs/tuning.md ("Compute wait policy").
+// times (a few milliseconds), or 1000 times while the process has more OpenMP threads than
+// CPUs, then sleep on a futex. "passive" sleeps at once (spin count 0). "short_spin" spins
+// kShortSpinCount times, then sleeps: long enough to bridge the gap between two parallel regions
+// of a decode step (a sleeping worker's wake-up costs tens of microseconds, and a step has
+// hundreds of regions), short enough that a spinning worker gives its core back quickly to the
+// thread it waits for when the machine is shared. Measured in docs/tuning.md ("Compute wait
+// policy").
 const Policy* find_policy(std::string_view name) {
   static const Policy kPolicies[] = {
       {"passive", std::string("PASSIVE"), std::nullopt, "OMP_WAIT_POLICY=PASSIVE"},
+      {"short_spin", std::nullopt, std::to_string(kShortSpinCount),
+       "GOMP_SPINCOUNT=" + std::to_string(kShortSpinCount) + ", OMP_WAIT_POLICY unset"},
       {"spin", std::nullopt, std::nullopt, "libgomp's default: OMP_WAIT_POLICY and GOMP_SPINCOUNT unset"},
   };
   for (const Policy& p : kPolicies)

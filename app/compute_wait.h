@@ -21,13 +21,13 @@ namespace prism::app {
 struct ComputeWaitEnv {
   std::optional<std::string> omp_wait_policy;     // OMP_WAIT_POLICY
   std::optional<std::string> gomp_spincount;      // GOMP_SPINCOUNT
-  std::optional<std::string> prism_compute_wait;  // PRISM_COMPUTE_WAIT: passive | spin
+  std::optional<std::string> prism_compute_wait;  // PRISM_COMPUTE_WAIT: passive | short_spin | spin
   std::optional<std::string> applied;             // PRISM_COMPUTE_WAIT_APPLIED: the policy Prism set
 };
 
 // What the process runs with, and what to change first.
 struct ComputeWaitPlan {
-  std::string policy;  // "passive", "spin", or "user" (OMP_WAIT_POLICY / GOMP_SPINCOUNT set by the user)
+  std::string policy;  // "passive", "short_spin", "spin", or "user" (OMP_WAIT_POLICY / GOMP_SPINCOUNT set by the user)
   std::string source;  // where the choice came from: "PRISM_COMPUTE_WAIT", the config key, "the default", "set by the user"
   std::string variables;  // the libgomp variables in force once the plan is applied, in words
   // Variables to set (nullopt: unset) before executing again; empty when the policy is in
@@ -42,8 +42,9 @@ struct ComputeWaitPlan {
   std::string describe() const;
 };
 
-// The policy when nothing chooses one.
-inline constexpr const char* kDefaultComputeWait = "passive";
+// The policy when nothing chooses one, and short_spin's spin count (compute_wait.cpp's NOTE).
+inline constexpr const char* kDefaultComputeWait = "short_spin";
+inline constexpr int kShortSpinCount = 3000;
 
 // config_value: [server] compute_wait ("" or nullopt: not set), named `config_origin` in
 // messages ("prism.toml:3"). PRISM_COMPUTE_WAIT wins over the config (it is the operator's,

@@ -98,7 +98,7 @@ int run_info(bool this_tier_gemm_only) {
     if (cpu_supports(isa)) std::printf("%s%s", first ? "" : "|", std::string(isa_name(isa)).c_str()), first = false;
   std::printf(" picks one)\n");
   std::printf("threads:  %d (default: %s; PRISM_THREADS sets it)\n", num_threads(), cpu_allowance().describe().c_str());
-  std::printf("wait:     %s (PRISM_COMPUTE_WAIT=passive|spin sets it)\n", compute_wait_in_force().c_str());
+  std::printf("wait:     %s (PRISM_COMPUTE_WAIT=short_spin|passive|spin sets it)\n", compute_wait_in_force().c_str());
   std::printf("oneDNN:   %d.%d.%d\n", v->major, v->minor, v->patch);
   std::printf("paths on the %s tier:\n", std::string(isa_name(active)).c_str());
   for (ops::Precision p : kPrecisions)

@@ -218,8 +218,32 @@ def ensure_models(args, prism, work):
         if not os.path.exists(os.path.join(d, "config.json")):
             subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/generate_peer.py"), "write", "--config",
                             "smollm2-360m", "--out", d], check=True)
-        models.append(("smollm2-360m", d, "bf16", ["--precision", "bf16"]))
+        models.append(("smollm2-360m", with_chat_template(d, work), "bf16", ["--precision", "bf16"]))
     return models
+
+
+# SmolLM2-Instruct's template (ChatML): the bench drives /v1/chat/completions, and
+# generate_peer.py's checkpoints carry no template.
+CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+          "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def with_chat_template(d, work):
+    """d itself when its tokenizer_config.json has a chat template, else a copy of d (links to its
+    files) whose tokenizer_config.json has SmolLM2's."""
+    path = os.path.join(d, "tokenizer_config.json")
+    config = json.load(open(path)) if os.path.exists(path) else {}
+    if config.get("chat_template"):
+        return d
+    out = os.path.join(work, os.path.basename(os.path.normpath(d)) + "-chat")
+    os.makedirs(out, exist_ok=True)
+    for name in os.listdir(d):
+        if name != "tokenizer_config.json" and not os.path.exists(os.path.join(out, name)):
+            os.symlink(os.path.join(os.path.abspath(d), name), os.path.join(out, name))
+    config["chat_template"] = CHATML
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump(config, f)
+    return out
 
 
 def kernel_tier(prism):

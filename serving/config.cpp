@@ -20,7 +20,7 @@ const std::vector<std::string>& known_tasks() {
 }
 
 const std::vector<std::string>& known_compute_waits() {
-  static const std::vector<std::string> waits = {"passive", "spin"};
+  static const std::vector<std::string> waits = {"passive", "short_spin", "spin"};
   return waits;
 }
 

@@ -52,7 +52,8 @@ struct ServerConfig {
   // and /v1/models) and the others serve. true: any failed deployment stops start-up (exit 1).
   bool strict = false;
   // How the compute pool's idle OpenMP workers wait for the next parallel region: "passive"
-  // (sleep at once), "spin" (libgomp's default: spin a few milliseconds, then sleep); empty:
+  // (sleep at once), "short_spin" (spin briefly, then sleep), "spin" (libgomp's default: spin
+  // a few milliseconds, then sleep); empty:
   // not set here (PRISM_COMPUTE_WAIT, else Prism's default; app/compute_wait.h). Applied by
   // app/ before the pool starts (libgomp reads it once, at process start).
   std::string compute_wait;
@@ -109,7 +110,7 @@ struct DeploymentConfig {
   Status validate() const;  // message "key: problem", key relative to the [[deployment]] table
 };
 
-// The values [server] compute_wait takes: "passive", "spin".
+// The values [server] compute_wait takes: "passive", "short_spin", "spin".
 const std::vector<std::string>& known_compute_waits();
 
 // The tasks a deployment may declare, and the modality each is measured as.

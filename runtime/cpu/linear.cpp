@@ -29,6 +29,18 @@
 //   int8 kernel (linear_int8.h, kernels/linear_int8.cpp) takes both tiers without VNNI, with
 //   the activations quantised by the same row kernel as oneDNN's path.
 //
+// NOTE (bf16 without native bf16): bench/linear_bench, Zen 4 with PRISM_ISA forced, 2 threads,
+// wall clock, OMP_WAIT_POLICY=PASSIVE, one run (2026-12-02); x: f32's time over the path's.
+//  - avx2, decode (M = 1, SmolLM2-360M and Llama-3.2-1B linears and the Llama-3 LM head):
+//    bf16_widen 1.88-2.53x f32 (40-92% of the read bandwidth); int8_prism 2.42-3.99x.
+//    Prefill: at M = 64 bf16 1.16-2.02x (oneDNN's f32 gemm:jit is weak at small M), at M = 512
+//    0.96-1.03x; BERT-base at M = 4096 0.82-0.94x (768 -> 3072 with GELU the worst).
+//  - avx512, decode: bf16_widen 2.44-2.74x f32, oneDNN's emulated bf16 0.52-2.11x (slower than
+//    f32 from M = 2); prefill: bf16_widen 0.85-0.92x f32 (one 1.27x), oneDNN's bf16 0.26-0.52x.
+//  So bf16 pays wherever decode does (bandwidth), and costs up to ~15% in large prefills
+//  against oneDNN's f32 brgemm, whose micro-kernel ours does not match; int8_prism is the
+//  faster choice for prefill on both tiers (1.02-1.60x f32, BERT up +GELU on avx2 0.81x).
+//
 // NOTE (weight layout, oneDNN): the layout is chosen by asking oneDNN for `format_tag::any`
 // weights of a matmul at a representative M (kPackRows). Measured with oneDNN 2.6.3 on Zen 4
 // (AVX-512 BF16/VNNI): brgemm picks the same blocked layout for M = 1, 32, 256, 1024 and

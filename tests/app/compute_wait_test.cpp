@@ -33,20 +33,33 @@ ComputeWaitPlan plan(const ComputeWaitEnv& env, std::optional<std::string> confi
   return p.has_value() ? *p : ComputeWaitPlan{};
 }
 
-TEST(ComputeWait, TheDefaultIsPassiveAndExecutesOnce) {
+TEST(ComputeWait, TheDefaultIsAShortSpinAndExecutesOnce) {
+  const std::string count = std::to_string(kShortSpinCount);
   const ComputeWaitPlan first = plan({});
-  EXPECT_EQ(first.policy, "passive");
+  EXPECT_EQ(first.policy, "short_spin");
   EXPECT_EQ(first.source, "the default");
   ASSERT_TRUE(first.reexec());
-  EXPECT_EQ(first.set, (Set{{"OMP_WAIT_POLICY", "PASSIVE"},
-                            {"GOMP_SPINCOUNT", std::nullopt},
-                            {"PRISM_COMPUTE_WAIT_APPLIED", "passive"}}));
+  EXPECT_EQ(first.set, (Set{{"OMP_WAIT_POLICY", std::nullopt},
+                            {"GOMP_SPINCOUNT", count},
+                            {"PRISM_COMPUTE_WAIT_APPLIED", "short_spin"}}));
   // The new process finds its policy in force: no second exec.
   const ComputeWaitPlan second = plan(after({}, first));
   EXPECT_FALSE(second.reexec());
-  EXPECT_EQ(second.policy, "passive");
-  EXPECT_EQ(second.describe(), "passive (OMP_WAIT_POLICY=PASSIVE; from the default)");
+  EXPECT_EQ(second.policy, "short_spin");
+  EXPECT_EQ(second.describe(),
+            "short_spin (GOMP_SPINCOUNT=" + count + ", OMP_WAIT_POLICY unset; from the default)");
   EXPECT_TRUE(second.note.empty());
+}
+
+TEST(ComputeWait, PassiveSleepsAtOnce) {
+  ComputeWaitEnv env;
+  env.prism_compute_wait = "passive";
+  const ComputeWaitPlan p = plan(env);
+  ASSERT_TRUE(p.reexec());
+  EXPECT_EQ(p.set, (Set{{"OMP_WAIT_POLICY", "PASSIVE"},
+                        {"GOMP_SPINCOUNT", std::nullopt},
+                        {"PRISM_COMPUTE_WAIT_APPLIED", "passive"}}));
+  EXPECT_EQ(plan(after(env, p)).describe(), "passive (OMP_WAIT_POLICY=PASSIVE; from PRISM_COMPUTE_WAIT)");
 }
 
 TEST(ComputeWait, SpinIsLibgompsDefaultAndNeedsNoExec) {
@@ -75,7 +88,7 @@ TEST(ComputeWait, TheConfigChoosesUnlessPrismComputeWaitIsSet) {
 
   // An empty value is no choice.
   env.prism_compute_wait = "";
-  EXPECT_EQ(plan(env, "").policy, "passive");
+  EXPECT_EQ(plan(env, "").policy, "short_spin");
   EXPECT_EQ(plan(env, "").source, "the default");
 }
 
@@ -104,7 +117,7 @@ TEST(ComputeWait, TheUsersOwnVariablesAreRespected) {
 TEST(ComputeWait, PrismsOwnVariablesAreReplacedWhenAnotherPolicyIsWanted) {
   // A prism started by a prism (a bench driving a server) inherits the parent's variables and
   // its sentinel: they are Prism's, not the user's, so the child's own choice applies.
-  const ComputeWaitEnv inherited = after({}, plan({}));  // passive applied
+  const ComputeWaitEnv inherited = after({}, plan({}));  // short_spin applied
   const ComputeWaitPlan spin = plan(inherited, "spin");
   EXPECT_EQ(spin.policy, "spin");
   ASSERT_TRUE(spin.reexec());
@@ -115,10 +128,10 @@ TEST(ComputeWait, PrismsOwnVariablesAreReplacedWhenAnotherPolicyIsWanted) {
 }
 
 TEST(ComputeWait, NeverExecutesTwiceForTheSamePolicy) {
-  // The sentinel says passive was applied, but its variable is missing (something stripped the
-  // environment): executing again would loop.
+  // The sentinel says the default was applied, but its variable is missing (something stripped
+  // the environment): executing again would loop.
   ComputeWaitEnv env;
-  env.applied = "passive";
+  env.applied = kDefaultComputeWait;
   const ComputeWaitPlan p = plan(env);
   EXPECT_FALSE(p.reexec());
   EXPECT_FALSE(p.note.empty());
@@ -128,8 +141,8 @@ TEST(ComputeWait, EveryPlanIsIdempotent) {
   // For every starting environment, applying the plan gives a plan that executes nothing.
   const std::vector<std::optional<std::string>> waits = {std::nullopt, "PASSIVE", "ACTIVE"};
   const std::vector<std::optional<std::string>> spins = {std::nullopt, "1000"};
-  const std::vector<std::optional<std::string>> chosen = {std::nullopt, "passive", "spin"};
-  const std::vector<std::optional<std::string>> sentinels = {std::nullopt, "passive", "spin"};
+  const std::vector<std::optional<std::string>> chosen = {std::nullopt, "passive", "short_spin", "spin"};
+  const std::vector<std::optional<std::string>> sentinels = {std::nullopt, "passive", "short_spin", "spin"};
   for (const auto& w : waits)
     for (const auto& s : spins)
       for (const auto& e : chosen)
@@ -151,7 +164,7 @@ TEST(ComputeWait, ABadPrismComputeWaitIsAnError) {
   env.prism_compute_wait = "active";
   Result<ComputeWaitPlan> p = plan_compute_wait(env, std::nullopt);
   ASSERT_FALSE(p.has_value());
-  EXPECT_EQ(p.status().message(), "PRISM_COMPUTE_WAIT must be passive or spin, got 'active'");
+  EXPECT_EQ(p.status().message(), "PRISM_COMPUTE_WAIT must be passive or short_spin or spin, got 'active'");
 }
 
 }  // namespace

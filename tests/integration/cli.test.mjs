@@ -72,7 +72,8 @@ test('CLI flags override the file', async () => {
     assert.ok(cfg, 'the resolved config is logged once');
     assert.equal(JSON.parse(cfg[1]).server.host, '127.0.0.1');
     assert.equal((s.logs().match(/config: \{/g) ?? []).length, 1);
-    assert.match(s.logs(), /prism \S+ starting \| cpu: .* \| features: .* \| threads: \d+/);
+    assert.match(s.logs(), /prism \S+ starting \| cpu: .* \| features: .* \| kernels: (avx2|avx512|avx512_bf16|amx)\n/);
+    assert.match(s.logs(), /compute pool: \d+ threads \(default: \d+ \(affinity: \d+ of \d+ CPUs; cgroup quota: [^)]*\).*\| wait: \S+ /);
   } finally {
     assert.equal(await s.stop('SIGINT'), 0);
   }

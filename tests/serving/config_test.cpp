@@ -334,7 +334,7 @@ TEST(Config, ComputeWaitAndGate) {
   EXPECT_EQ(config_to_json(*unset)["server"]["compute_wait"], "unset");
   EXPECT_EQ(config_to_json(*unset)["server"]["compute_gate"], true);
 
-  for (const char* wait : {"passive", "spin"}) {
+  for (const char* wait : {"passive", "short_spin", "spin"}) {
     Result<Config> c = parse_config(std::string("[server]\ncompute_wait = \"") + wait + "\"\ncompute_gate = false\n",
                                     "prism.toml");
     ASSERT_TRUE(c.has_value()) << c.status().message();
@@ -344,7 +344,7 @@ TEST(Config, ComputeWaitAndGate) {
   }
 
   expect_error("[server]\ncompute_wait = \"active\"\n", 2, "server.compute_wait",
-               "must be one of \"passive\", \"spin\", got 'active'");
+               "must be one of \"passive\", \"short_spin\", \"spin\", got 'active'");
   expect_error("[server]\n\ncompute_wait = \"PASSIVE\"\n", 3, "server.compute_wait", "got 'PASSIVE'");
   expect_error("[server]\ncompute_wait = 1\n", 2, "server.compute_wait", "expected a string");
   expect_error("[server]\ncompute_gate = \"on\"\n", 2, "server.compute_gate", "expected a boolean");

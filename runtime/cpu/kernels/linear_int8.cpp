@@ -2,9 +2,9 @@
 // once per tier): s8 x s8 dot products with AVX2 integer instructions, exact in int32, and the
 // f32 epilogue fused per tile. Must not: allocate once warm (scratch is thread-local and only
 // grows), start threads beyond the OpenMP pool, or instantiate a function with external linkage
-// that another tier's copy of this file would define too (see the NOTE on scratch below): so no
-// Result, std::shared_ptr or ScratchBuffer here; Int8Kernels::pack (runtime/cpu/linear_int8.cpp,
-// baseline) owns the memory and the errors.
+// that another tier's copy of this file would define too (tier_scratch.h says why): so no
+// Result, std::shared_ptr or ScratchBuffer here (scratch is TierScratch); Int8Kernels::pack
+// (runtime/cpu/linear_int8.cpp, baseline) owns the memory and the errors.
 //
 // NOTE (layout): weights [N, K] s8 become groups of 8 output columns x 4 consecutive k (one
 // 32-byte ymm: [n_padded / 8][k_padded / 4][8][4], column-major inside a quad), each group's
@@ -52,6 +52,7 @@
 
 #include "base/check.h"
 #include "runtime/cpu/kernels/simd.h"
+#include "runtime/cpu/kernels/tier_scratch.h"
 #include "runtime/cpu/kernels/vec_math.h"
 #include "runtime/cpu/linear_int8.h"
 
@@ -81,25 +82,6 @@ constexpr int64_t kRowBlock = 16 * kTileRows;  // rows per prefill task
 constexpr int64_t kPrefillGroups = 32;         // groups (256 columns) per prefill task
 constexpr int64_t kMaxDecodeGroups = 64;       // groups per decode task (bounds the tile)
 static_assert(kTileRows <= kMaxTileRowsTable && kTileGroups <= kMaxTileGroupsTable);
-
-// NOTE (scratch): a raw aligned_alloc'd buffer with internal linkage, not ScratchBuffer: that
-// class's inline members (and the std::shared_ptr code under them) would be emitted by this
-// file once per tier, and the linker keeps one copy of such a function for the whole program,
-// possibly the AVX-512 one.
-struct Scratch {
-  void* data = nullptr;
-  size_t size = 0;
-  ~Scratch() { std::free(data); }
-  void* get(size_t bytes) {
-    if (bytes > size) {
-      std::free(data);
-      size = (bytes + bytes / 4 + 63) / 64 * 64;
-      data = std::aligned_alloc(64, size);
-      PRISM_CHECK_MSG(data != nullptr, "linear_int8: out of memory for scratch");
-    }
-    return data;
-  }
-};
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -335,7 +317,7 @@ void run_block(const int32_t* xp, int64_t x_stride, const Int8Weights& w, int64_
 void gemm(const int8_t* xq, int64_t rows, const float* sx, const Int8Weights& w, const float* bias,
           ops::Activation act, float* y) {
   if (rows <= 0) return;
-  thread_local Scratch x_scratch;
+  thread_local TierScratch x_scratch;
   const int64_t kq = w.k_padded / 4, groups = w.n_padded / kGroupCols;
   const int64_t units_per_row = ceil_div(kq, kQuadsPerUnit);
   const int64_t x_stride = units_per_row * kQuadsPerUnit * 2;  // int32 per row
@@ -354,7 +336,7 @@ void gemm(const int8_t* xq, int64_t rows, const float* sx, const Int8Weights& w,
     convert_x(xq, w.k, units_per_row, x_stride, units * t / nt, units * (t + 1) / nt, xp);
 #pragma omp barrier
     const Plan p = plan(rows, groups, nt);
-    thread_local Scratch c_scratch;
+    thread_local TierScratch c_scratch;
     // Columns of the int32 tile rounded up to whole vectors of the epilogue.
     const int64_t ldc = ceil_div(p.groups_per_block * kGroupCols, kLanes) * kLanes;
     int32_t* c = static_cast<int32_t*>(c_scratch.get(size_t(p.rows_per_block * ldc) * sizeof(int32_t)));
