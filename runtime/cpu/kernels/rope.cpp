@@ -7,17 +7,6 @@
 namespace prism::cpu::PRISM_TIER {
 namespace {
 
-// Whole vectors use plain loads and stores; only the tail pays for masking (slow on AVX2).
-template <bool kTail>
-Vec load_part(const float* p, int64_t n) {
-  return kTail ? load_n(p, n) : load(p);
-}
-template <bool kTail>
-void store_part(float* p, Vec v, int64_t n) {
-  if constexpr (kTail) store_n(p, v, n);
-  else store(p, v);
-}
-
 template <bool kTail>
 void rotate_half_at(float* x, const float* c, const float* s, int64_t half, int64_t i) {
   const int64_t n = half - i;

@@ -10,18 +10,6 @@
 namespace prism::cpu::PRISM_TIER {
 namespace {
 
-// Whole vectors use plain loads and stores; only the tail pays for masking (AVX2's masked
-// stores are slow).
-template <bool kTail>
-Vec load_part(const float* p, int64_t n) {
-  return kTail ? load_n(p, n) : load(p);
-}
-template <bool kTail>
-void store_part(float* p, Vec v, int64_t n) {
-  if constexpr (kTail) store_n(p, v, n);
-  else store(p, v);
-}
-
 // A step used for whole vectors and for the tail (`..._at<kTail>`) takes its operands by
 // value: a lambda capturing by reference makes the compiler reload its captures after every
 // store.

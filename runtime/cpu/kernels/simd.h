@@ -290,4 +290,17 @@ inline void transpose(Vec r[8]) {
 
 #endif
 
+// n <= kLanes floats at p: whole vectors (kTail false) use plain loads and stores, only a
+// row's tail pays for masking (AVX2's masked stores are slow). For a step written once for
+// both (`..._at<kTail>`).
+template <bool kTail>
+Vec load_part(const float* p, int64_t n) {
+  return kTail ? load_n(p, n) : load(p);
+}
+template <bool kTail>
+void store_part(float* p, Vec v, int64_t n) {
+  if constexpr (kTail) store_n(p, v, n);
+  else store(p, v);
+}
+
 }  // namespace prism::cpu::PRISM_TIER
