@@ -569,12 +569,18 @@ PeerFigures run_peer(const Options& o, const std::vector<int32_t>& prompt, int g
 }
 
 // The precisions mode (see the top): one row per linear precision, measured in this process.
+// The machine's read bandwidth swings by up to 2x between seconds, so the three models are
+// loaded side by side and measured in interleaved rounds (each decode with its own bandwidth
+// probe); a row gives the median over rounds, and each ratio is the median of the rounds'
+// ratios (both sides of a ratio measured seconds apart).
 void run_precisions(const Options& o, std::mt19937& rng) {
   struct Row {
     Precision precision;
-    DecodeFigure decode;
-    double prefill_tps = 0, prefill_gflops = 0;
+    std::unique_ptr<prism::models::Decoder> model;
+    DType kv = DType::bf16;
+    std::vector<double> decode_tps, roofline_share, prefill_tps, prefill_gflops;
   };
+  constexpr int kRounds = 3;
   std::vector<Row> rows;
   const prism::Result<double> f32_peak = prism::measure_gemm_peak(Precision::f32);
   for (Precision p : {Precision::f32, Precision::bf16, Precision::int8}) {
@@ -584,29 +590,46 @@ void run_precisions(const Options& o, std::mt19937& rng) {
                   loaded.status().to_string().c_str());
       continue;
     }
-    prism::models::Decoder& m = **loaded;
-    const DType kv = p == Precision::f32 ? DType::f32 : DType::bf16;  // kv_cache_dtype "auto"
-    const std::vector<int32_t> prompt = random_tokens(o.decode_context, m.vocab_size(), rng);
-    model_decode(m, std::vector<int32_t>(prompt.begin(), prompt.begin() + 8), 2, kv, 1.0);  // warm-up
-    Row r{p, model_decode(m, prompt, o.decode_tokens, kv, prism::bench::measure_read_bandwidth_gbs())};
-    model_prefill(m, 64, kv, rng);  // warm-up
-    std::tie(r.prefill_tps, r.prefill_gflops) = model_prefill(m, 512, kv, rng);
+    Row r{p, std::move(*loaded)};
+    r.kv = p == Precision::f32 ? DType::f32 : DType::bf16;  // kv_cache_dtype "auto"
+    model_decode(*r.model, random_tokens(8, r.model->vocab_size(), rng), 2, r.kv, 1.0);  // warm-up
+    model_prefill(*r.model, 64, r.kv, rng);                                              // warm-up
     rows.push_back(std::move(r));
   }
   if (rows.empty()) return;
+  for (int round = 0; round < kRounds; ++round)
+    for (Row& r : rows) {
+      const std::vector<int32_t> prompt = random_tokens(o.decode_context, r.model->vocab_size(), rng);
+      const DecodeFigure d =
+          model_decode(*r.model, prompt, o.decode_tokens, r.kv, prism::bench::measure_read_bandwidth_gbs());
+      r.decode_tps.push_back(d.tokens_per_s);
+      r.roofline_share.push_back(d.tokens_per_s / d.roofline_tokens_per_s);
+      const auto [tps, gflops] = model_prefill(*r.model, 512, r.kv, rng);
+      r.prefill_tps.push_back(tps);
+      r.prefill_gflops.push_back(gflops);
+    }
+  // The median over rounds of a[i] / b[i].
+  auto median_ratio = [](const std::vector<double>& a, const std::vector<double>& b) {
+    std::vector<double> q;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) q.push_back(a[i] / b[i]);
+    return median(q);
+  };
   const double peak = f32_peak.has_value() ? *f32_peak : 0.0;
-  std::printf("\nprecisions on the %s tier (f32 GEMM peak %.0f GFLOP/s; decode at batch 1, context %d; ratios "
-              "against f32, > 1: faster)\n",
-              std::string(prism::isa_name(prism::active_isa())).c_str(), peak, o.decode_context);
+  std::printf("\nprecisions on the %s tier (f32 GEMM peak %.0f GFLOP/s; decode at batch 1, context %d; median of %d "
+              "interleaved rounds; ratios against f32, > 1: faster)\n",
+              std::string(prism::isa_name(prism::active_isa())).c_str(), peak, o.decode_context, kRounds);
   std::printf("%-6s %12s %10s %8s %14s %10s %10s %8s\n", "", "decode tok/s", "% roofline", "vs f32",
               "prefill 512 t/s", "GFLOP/s", "% f32 peak", "vs f32");
   const Row& f32 = rows.front();
   for (const Row& r : rows)
     std::printf("%-6s %12.2f %9.0f%% %7.2fx %14.1f %10.0f %9.0f%% %7.2fx\n",
-                std::string(prism::ops::precision_name(r.precision)).c_str(), r.decode.tokens_per_s,
-                100.0 * r.decode.tokens_per_s / r.decode.roofline_tokens_per_s,
-                r.decode.tokens_per_s / f32.decode.tokens_per_s, r.prefill_tps, r.prefill_gflops,
-                peak > 0 ? 100.0 * r.prefill_gflops / peak : 0.0, r.prefill_tps / f32.prefill_tps);
+                std::string(prism::ops::precision_name(r.precision)).c_str(), median(r.decode_tps),
+                100.0 * median(r.roofline_share), median_ratio(r.decode_tps, f32.decode_tps), median(r.prefill_tps),
+                median(r.prefill_gflops), peak > 0 ? 100.0 * median(r.prefill_gflops) / peak : 0.0,
+                median_ratio(r.prefill_tps, f32.prefill_tps));
+  if (rows.size() == 3)
+    std::printf("int8 / bf16: decode %.2fx, prefill 512 %.2fx\n", median_ratio(rows[2].decode_tps, rows[1].decode_tps),
+                median_ratio(rows[2].prefill_tps, rows[1].prefill_tps));
 }
 
 int usage() {

@@ -102,7 +102,8 @@ std::vector<Variant> variants_for_tier() {
        ops::PackedLinear::default_path(Precision::int8), true},
   };
   if (isa >= Isa::avx512) v.push_back({"bf16 onednn", Precision::bf16, LinearPath::onednn, isa == Isa::avx512});
-  if (isa >= Isa::avx512_bf16) v.push_back({"bf16 bf16_widen", Precision::bf16, LinearPath::bf16_widen, true});
+  if (bf16_path != LinearPath::bf16_widen)
+    v.push_back({"bf16 bf16_widen", Precision::bf16, LinearPath::bf16_widen, true});
   return v;
 }
 
@@ -125,6 +126,7 @@ struct Shape {
 void bench_prefill(const std::vector<Variant>& variants, double peak) {
   std::vector<Shape> shapes = {
       {"bert qkv/out 768->768", 4096, 768, 768, ops::Activation::none},
+      {"bert up 768->3072", 4096, 768, 3072, ops::Activation::none},
       {"bert up 768->3072 +gelu", 4096, 768, 3072, ops::Activation::gelu_erf},
       {"bert down 3072->768", 4096, 3072, 768, ops::Activation::none},
   };

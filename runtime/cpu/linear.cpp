@@ -11,16 +11,18 @@
 // and the precision (PackedLinear::default_path):
 //   precision | avx2                     | avx512                   | avx512_bf16, amx
 //   f32       | onednn (gemm:jit, avx2)  | onednn (brgemm)          | onednn (brgemm; amx: AMX)
-//   bf16      | bf16_widen               | bf16_widen               | onednn_dpbf16
+//   bf16      | bf16_widen_onednn        | bf16_widen_onednn        | onednn_dpbf16
 //   int8      | int8_prism               | int8_prism               | onednn (s8, VNNI / AMX)
 // - onednn_dpbf16: oneDNN brgemm for rows > cpu::kSmallMMaxRows and, at decode-sized M, the
 //   _mm512_dpbf16_ps kernel reading the same packed weights (kernels/linear_bf16_dot.cpp,
 //   figures there): oneDNN is well below the memory bandwidth at M = 1..8.
-// - bf16_widen: oneDNN 2.6 has no bf16 matmul on AVX2 at all, and on avx512_core only an
-//   emulated gemm:jit. Weights stay bf16 (half of f32's bytes: decode is bandwidth-bound) in
-//   our panel layout and are widened to f32 in the kernel (kernels/linear_bf16_widen.cpp),
-//   activations stay f32: every M, one kernel family. Figures, same run, PRISM_ISA forced on
-//   the Zen 4, linear_bench: see "NOTE (bf16 without native bf16)" below.
+// - bf16_widen_onednn: oneDNN 2.6 has no bf16 matmul on AVX2 at all, and on avx512_core only
+//   an emulated gemm:jit. Weights stay bf16 (half of f32's bytes: decode is bandwidth-bound)
+//   in our panel layout. Below kWidenedOnednnMinRows rows they are widened to f32 in the
+//   kernel (kernels/linear_bf16_widen.cpp; activations stay f32); from there on, block by
+//   block into an f32 scratch that oneDNN's f32 matmul multiplies (run_widened_onednn: the
+//   widening is O(K N) against the GEMM's O(M K N)). bf16_widen is the kernel at every M, for
+//   tests and benches. Figures: "NOTE (bf16 without native bf16)" below.
 // - int8_prism: without VNNI oneDNN 2.6's s8 matmul is both slow (about half f32's rate on
 //   AVX2) and wrong for full-range s8: it multiplies the source shifted to u8 by the s8
 //   weights with vpmaddubsw, whose int16 pair sums saturate past 2^15 (255 * 127 * 2; oneDNN
@@ -38,8 +40,15 @@
 //  - avx512, decode: bf16_widen 2.44-2.74x f32, oneDNN's emulated bf16 0.52-2.11x (slower than
 //    f32 from M = 2); prefill: bf16_widen 0.85-0.92x f32 (one 1.27x), oneDNN's bf16 0.26-0.52x.
 //  So bf16 pays wherever decode does (bandwidth), and costs up to ~15% in large prefills
-//  against oneDNN's f32 brgemm, whose micro-kernel ours does not match; int8_prism is the
-//  faster choice for prefill on both tiers (1.02-1.60x f32, BERT up +GELU on avx2 0.81x).
+//  against oneDNN's f32 GEMM, whose micro-kernel ours does not match at K = 768 and whose
+//  fused GELU is cheaper than our accurate one (BERT up 768 -> 3072: kernel 1.00x f32 without
+//  GELU, 0.85x with it); int8_prism is the faster choice for prefill on both tiers.
+//  The widened route (same runs, linear_bench prefill at M = 512..4096, 2026-12-02): it can
+//  only trail f32 by its widening pass, and does, by 0-10% (avx2 0.89-1.04x, avx512 0.89-0.99x
+//  at M >= 1024); at M = 4096 BERT-base it beats the kernel on both tiers (avx2 0.96-1.01x
+//  against 0.85-1.00x, avx512 0.89-0.99x against 0.82-0.86x); at M = 512 it loses on avx2
+//  (0.54-0.95x against 0.94-1.03x: each block is a GEMM of its own). So it takes over at
+//  kWidenedOnednnMinRows = 1024 rows.
 //
 // NOTE (weight layout, oneDNN): the layout is chosen by asking oneDNN for `format_tag::any`
 // weights of a matmul at a representative M (kPackRows). Measured with oneDNN 2.6.3 on Zen 4
@@ -144,6 +153,18 @@ dt dnnl_dt(Precision p) {
 }
 
 // ---- passes over rows (the tier's row kernels, threaded here) ----
+
+// [M, K] f32 (row stride ld) -> [M, K] f32 contiguous, in the thread's source scratch:
+// brgemm (oneDNN 2.6) rejects a strided source and the fallback is the reference kernel, so
+// the rows are gathered, O(M K) against the GEMM's O(M K N).
+const float* contiguous_rows(const float* x, int64_t M, int64_t ld, int64_t K) {
+  if (ld == K) return x;
+  float* xc = static_cast<float*>(src_scratch().get(size_t(M * K) * sizeof(float)));
+  parallel_for(M, std::max<int64_t>(1, 16384 / K), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) std::memcpy(xc + m * K, x + m * ld, size_t(K) * sizeof(float));
+  });
+  return xc;
+}
 
 // [M, K] f32 (row stride ld) -> [M, K] bf16 contiguous, round to nearest even.
 void convert_rows_bf16(const float* x, int64_t ld, int64_t M, int64_t K, bf16* out) {
@@ -256,6 +277,7 @@ std::string_view linear_path_name(LinearPath path) {
     case LinearPath::onednn: return "onednn";
     case LinearPath::onednn_dpbf16: return "onednn_dpbf16";
     case LinearPath::bf16_widen: return "bf16_widen";
+    case LinearPath::bf16_widen_onednn: return "bf16_widen_onednn";
     case LinearPath::int8_prism: return "int8_prism";
   }
   return "?";
@@ -270,6 +292,10 @@ std::string linear_path(Precision p) {
       return tier + ": oneDNN bf16 matmul (" + onednn_impl(p) + ") + Prism's dpbf16 decode kernel (rows <= " +
              std::to_string(cpu::kSmallMMaxRows) + ")";
     case LinearPath::bf16_widen: return tier + ": bf16 weights widened to f32 in Prism's kernel (every M)";
+    case LinearPath::bf16_widen_onednn:
+      return tier + ": bf16 weights widened to f32 in Prism's kernel (rows < " +
+             std::to_string(kWidenedOnednnMinRows) + "), else widened in blocks for oneDNN's f32 matmul (" +
+             onednn_impl(Precision::f32) + ")";
     case LinearPath::int8_prism: return tier + ": Prism's int8 kernel (s8 weights, per-token s8 activations)";
   }
   return tier + ": ?";
@@ -284,7 +310,7 @@ LinearPath PackedLinear::default_path(Precision precision) {
   const Isa isa = active_isa();
   switch (precision) {
     case Precision::f32: return LinearPath::onednn;
-    case Precision::bf16: return isa >= Isa::avx512_bf16 ? LinearPath::onednn_dpbf16 : LinearPath::bf16_widen;
+    case Precision::bf16: return isa >= Isa::avx512_bf16 ? LinearPath::onednn_dpbf16 : LinearPath::bf16_widen_onednn;
     case Precision::int8: return isa >= Isa::avx512_bf16 ? LinearPath::onednn : LinearPath::int8_prism;
   }
   return LinearPath::onednn;
@@ -320,7 +346,11 @@ dnnl::matmul::primitive_desc PackedLinear::make_pd(int64_t rows, int64_t ld, Act
 dnnl::matmul PackedLinear::primitive(int64_t rows, int64_t ld, Activation act) const {
   PRISM_CHECK_MSG(uses_onednn(), "linear: these weights are not packed for oneDNN");
   if (precision_ == Precision::int8) act = Activation::none;  // applied in the epilogue
-  const auto key = std::make_tuple(rows, ld, uint8_t(act));
+  return cached_primitive({rows, ld, uint8_t(act), out_}, [&] { return make_pd(rows, ld, act, weights_md_); });
+}
+
+dnnl::matmul PackedLinear::cached_primitive(const PrimitiveKey& key,
+                                            const std::function<dnnl::matmul::primitive_desc()>& make) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
@@ -328,7 +358,7 @@ dnnl::matmul PackedLinear::primitive(int64_t rows, int64_t ld, Activation act) c
   // Built under the lock: creation is once per shape, and holding the lock keeps two
   // threads from building the same primitive. Returned by value (a refcounted handle), so
   // a later clear() never frees a primitive that another thread executes.
-  return cache_.emplace(key, dnnl::matmul(make_pd(rows, ld, act, weights_md_))).first->second;
+  return cache_.emplace(key, dnnl::matmul(make())).first->second;
 }
 
 Status PackedLinear::pack_onednn(const Tensor& weight) {
@@ -379,7 +409,8 @@ Result<std::shared_ptr<PackedLinear>> PackedLinear::create(const Tensor& weight,
                                                            Precision precision, LinearPath path) {
   const int64_t N = weight.size(0), K = weight.size(1);
   const bool fits = path == LinearPath::onednn || (path == LinearPath::onednn_dpbf16 && precision == Precision::bf16) ||
-                    (path == LinearPath::bf16_widen && precision == Precision::bf16) ||
+                    ((path == LinearPath::bf16_widen || path == LinearPath::bf16_widen_onednn) &&
+                     precision == Precision::bf16) ||
                     (path == LinearPath::int8_prism && precision == Precision::int8);
   if (!fits)
     return invalid_argument("linear path " + std::string(linear_path_name(path)) + " cannot run " +
@@ -400,7 +431,8 @@ Result<std::shared_ptr<PackedLinear>> PackedLinear::create(const Tensor& weight,
       PRISM_RETURN_IF_ERROR(p.pack_onednn(weight));
       p.small_m_ = bf16_panel_weights(p.weights_md_, p.weights_.get_data_handle(), K, N);
       break;
-    case LinearPath::bf16_widen: {
+    case LinearPath::bf16_widen:
+    case LinearPath::bf16_widen_onednn: {
       const Tensor w = weight.to(DType::bf16).contiguous();
       p.widen_ = cpu::pack_bf16_widen(w.data<bf16>(), N, K, cpu::bf16_widen_kernels().panel_width);
       break;
@@ -456,6 +488,9 @@ void PackedLinear::run(const float* x, int64_t rows, int64_t ld, Activation act,
     case LinearPath::onednn_dpbf16:
       if (small_m_ && rows <= cpu::kSmallMMaxRows) return run_small_m(x, rows, ld, act, y);
       return run_onednn(x, rows, ld, act, y);
+    case LinearPath::bf16_widen_onednn:
+      if (rows >= kWidenedOnednnMinRows) return run_widened_onednn(x, rows, ld, act, y);
+      [[fallthrough]];
     case LinearPath::bf16_widen:
       return cpu::bf16_widen_kernels().gemm(x, rows, ld, widen_, bias_ptr(), act, y);
     case LinearPath::int8_prism: return run_int8_prism(x, rows, ld, act, y);
@@ -484,13 +519,7 @@ void PackedLinear::run_onednn(const float* x, int64_t rows, int64_t ld, Activati
   const float* row_scales = nullptr;
   std::unordered_map<int, dnnl::memory> args;
   if (precision_ == Precision::f32 && ld != in_) {
-    // brgemm (oneDNN 2.6) rejects a strided source and the fallback is the reference
-    // kernel, so gather the rows: O(M K) against the GEMM's O(M K N).
-    float* xc = static_cast<float*>(src_scratch().get(size_t(rows * in_) * sizeof(float)));
-    parallel_for(rows, std::max<int64_t>(1, 16384 / in_), [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m) std::memcpy(xc + m * in_, x + m * ld, size_t(in_) * sizeof(float));
-    });
-    src = xc;
+    src = contiguous_rows(x, rows, ld, in_);
     src_ld = in_;
   } else if (precision_ == Precision::bf16) {
     bf16* xb = static_cast<bf16*>(src_scratch().get(size_t(rows * in_) * sizeof(bf16)));
@@ -515,6 +544,49 @@ void PackedLinear::run_onednn(const float* x, int64_t rows, int64_t ld, Activati
   prim.execute(stream, args);
   stream.wait();
   if (row_scales) int8_epilogue(y, rows, out_, row_scales, bias_ptr(), act);
+}
+
+// The f32 copy of one block of widened panels stays under this many bytes: big enough that
+// each oneDNN call is a long GEMM at prefill sizes (BERT-base and SmolLM2 layers in one
+// block), small enough to be a modest scratch.
+constexpr int64_t kWidenedBlockBytes = 16 << 20;
+
+ScratchBuffer& widened_scratch() {
+  thread_local ScratchBuffer buffer;
+  return buffer;
+}
+
+void PackedLinear::run_widened_onednn(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const {
+  dnnl::engine& eng = cpu::dnnl_engine();
+  dnnl::stream& stream = cpu::dnnl_stream();
+  const int64_t K = in_, P = widen_.panel_width;
+  // Equal blocks: a narrow last block would be a slow GEMM of its own.
+  const int64_t cap = std::max<int64_t>(1, kWidenedBlockBytes / (K * P * int64_t(sizeof(float))));
+  const int64_t blocks = (widen_.panels + cap - 1) / cap;
+  const int64_t block_panels = (widen_.panels + blocks - 1) / blocks;
+  float* wf = static_cast<float*>(widened_scratch().get(size_t(block_panels * P * K) * sizeof(float)));
+  const float* src = contiguous_rows(x, rows, ld, K);
+  const dnnl::memory::desc src_md({rows, K}, dt::f32, tag::ab);
+  for (int64_t p0 = 0; p0 < widen_.panels; p0 += block_panels) {
+    const int64_t p1 = std::min(widen_.panels, p0 + block_panels);
+    const int64_t col0 = p0 * P, cols = std::min(out_, p1 * P) - col0;
+    cpu::widen_bf16_panels(widen_, p0, p1, wf);
+    // A column block of y: rows of `cols` values at the full row stride.
+    const dnnl::memory::desc w_md({K, cols}, dt::f32, tag::ab);
+    const dnnl::memory::desc dst_md({rows, cols}, dt::f32, dnnl::memory::dims{out_, 1});
+    const dnnl::memory::desc bias_md = has_bias_ ? dnnl::memory::desc({1, cols}, dt::f32, tag::ab)
+                                                 : dnnl::memory::desc();
+    const dnnl::matmul prim = cached_primitive({rows, K, uint8_t(act), cols}, [&] {
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, w_md, bias_md, dst_md), make_attr(act), eng);
+    });
+    std::unordered_map<int, dnnl::memory> args;
+    args.emplace(DNNL_ARG_SRC, dnnl::memory(src_md, eng, const_cast<float*>(src)));
+    args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(w_md, eng, wf));
+    if (has_bias_) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, eng, const_cast<float*>(bias_ptr() + col0)));
+    args.emplace(DNNL_ARG_DST, dnnl::memory(dst_md, eng, y + col0));
+    prim.execute(stream, args);
+    stream.wait();
+  }
 }
 
 Tensor linear(const Tensor& x, const LinearWeight& w, Activation act) {

@@ -1,6 +1,8 @@
 // runtime/cpu/linear_bf16_widen.cpp: packing of bf16 weights into the panel layout of the
-// widen kernel (linear_kernels.h, Bf16WidenWeights). Baseline code: a copy with a permutation,
-// once per weight at load; the kernel itself is per tier (kernels/linear_bf16_widen.cpp).
+// widen kernel (linear_kernels.h, Bf16WidenWeights), and its inverse widened to f32 for the
+// large-M path through oneDNN. Baseline code: copies with a permutation; the kernel itself is
+// per tier (kernels/linear_bf16_widen.cpp).
+#include <algorithm>
 #include <cstring>
 
 #include "base/check.h"
@@ -38,6 +40,30 @@ Bf16WidenWeights pack_bf16_widen(const bf16* w, int64_t n, int64_t k, int panel_
     }
   });
   return out;
+}
+
+void widen_bf16_panels(const Bf16WidenWeights& w, int64_t p0, int64_t p1, float* out) {
+  PRISM_CHECK_MSG(p0 >= 0 && p0 < p1 && p1 <= w.panels, "widen_bf16_panels: panel range out of bounds");
+  const int64_t P = w.panel_width, half = P / 2, k = w.k;
+  const int64_t col0 = p0 * P, cols = std::min(w.n, p1 * P) - col0;
+  parallel_for(k, std::max<int64_t>(1, 4096 / cols), [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      float* row = out + j * cols;
+      for (int64_t p = p0; p < p1; ++p) {
+        const bf16* src = w.data + (p * k + j) * P;
+        float* dst = row + (p - p0) * P;
+        // Position 2i holds column i, 2i + 1 column half + i (the layout above).
+        if (cols - (p - p0) * P >= P) {
+          for (int64_t i = 0; i < half; ++i) {
+            dst[i] = bf16_to_f32(src[2 * i]);
+            dst[half + i] = bf16_to_f32(src[2 * i + 1]);
+          }
+        } else {
+          for (int64_t c = 0; c < cols - (p - p0) * P; ++c) dst[c] = bf16_to_f32(src[2 * (c % half) + c / half]);
+        }
+      }
+    }
+  });
 }
 
 }  // namespace prism::cpu

@@ -97,6 +97,11 @@ struct Bf16WidenWeights {
 // threads through OpenMP. Baseline code (runtime/cpu/linear_bf16_widen.cpp).
 Bf16WidenWeights pack_bf16_widen(const bf16* w, int64_t n, int64_t k, int panel_width);
 
+// Columns [p0 P, min(n, p1 P)) of w (panels [p0, p1)) widened to f32 as out [k, cols]
+// row-major (row stride cols): the weights of a oneDNN f32 matmul over those columns. Exact
+// (bf16 -> f32 is a shift). Threads through OpenMP. Baseline code, like pack_bf16_widen.
+void widen_bf16_panels(const Bf16WidenWeights& w, int64_t p0, int64_t p1, float* out);
+
 struct Bf16WidenKernels {
   int panel_width;  // P = 2 * kLanes of this tier
   // y[rows, n] (row stride n) = act(x[rows, k] (row stride ld) @ W^T + bias), bias [n] or

@@ -5,6 +5,7 @@
 // which a mutex guards.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,10 +30,17 @@ enum class LinearPath : uint8_t {
                   // on the same packed weights for rows <= cpu::kSmallMMaxRows; AVX512_BF16 only
   bf16_widen,     // bf16: weights in Prism's panel layout, widened to f32 in the kernel
                   // (kernels/linear_bf16_widen.cpp), every M
+  bf16_widen_onednn,  // bf16: the same panels; the widen kernel below kWidenedOnednnMinRows
+                      // rows, above it the panels widened to f32 block by block for
+                      // oneDNN's f32 matmul (prefill)
   int8_prism,     // int8 without VNNI: Prism's int8 kernel (linear_int8.h), activations
                   // quantised here
 };
-std::string_view linear_path_name(LinearPath path);  // "onednn", "onednn_dpbf16", ...
+std::string_view linear_path_name(LinearPath path);
+
+// Rows from which bf16_widen_onednn leaves the widen kernel for oneDNN (linear.cpp, NOTE
+// (bf16 without native bf16)).
+constexpr int64_t kWidenedOnednnMinRows = 1024;  // "onednn", "onednn_dpbf16", ...
 
 class PackedLinear {
  public:
@@ -68,6 +76,10 @@ class PackedLinear {
   const float* bias_ptr() const { return has_bias_ ? bias_.data<float>() : nullptr; }
   Status pack_onednn(const Tensor& weight);
   void run_int8_prism(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const;
+  void run_widened_onednn(const float* x, int64_t rows, int64_t ld, Activation act, float* y) const;
+  using PrimitiveKey = std::tuple<int64_t, int64_t, uint8_t, int64_t>;  // rows, ld, act, columns
+  dnnl::matmul cached_primitive(const PrimitiveKey& key,
+                                const std::function<dnnl::matmul::primitive_desc()>& make) const;
   dnnl::memory::data_type src_dt() const;
   dnnl::memory::data_type weight_dt() const;
   dnnl::primitive_attr make_attr(Activation act) const;
@@ -85,13 +97,13 @@ class PackedLinear {
   dnnl::memory::desc weights_md_;                 // the packed (blocked) layout
   dnnl::memory weights_;                          // [in, out] in weights_md_; owned
   std::optional<cpu::Bf16PanelWeights> small_m_;  // onednn_dpbf16: a view of weights_
-  // bf16_widen
+  // bf16_widen, bf16_widen_onednn
   cpu::Bf16WidenWeights widen_;
   // int8_prism
   cpu::Int8Weights int8_;
 
   mutable std::mutex mu_;  // guards cache_ only; never held while executing
-  mutable std::map<std::tuple<int64_t, int64_t, uint8_t>, dnnl::matmul> cache_;
+  mutable std::map<PrimitiveKey, dnnl::matmul> cache_;
 };
 
 }  // namespace prism::ops

@@ -248,7 +248,7 @@ TEST(LinearTest, PathPerTier) {
   const Isa isa = active_isa();
   EXPECT_EQ(PackedLinear::default_path(Precision::f32), LinearPath::onednn);
   EXPECT_EQ(PackedLinear::default_path(Precision::bf16),
-            isa >= Isa::avx512_bf16 ? LinearPath::onednn_dpbf16 : LinearPath::bf16_widen);
+            isa >= Isa::avx512_bf16 ? LinearPath::onednn_dpbf16 : LinearPath::bf16_widen_onednn);
   EXPECT_EQ(PackedLinear::default_path(Precision::int8), isa >= Isa::avx512_bf16 ? LinearPath::onednn : LinearPath::int8_prism);
   const Tensor w = test::random_f32({24, 40}, 30, -1.0f, 1.0f);
   for (Precision p : {Precision::f32, Precision::bf16, Precision::int8}) {
@@ -265,12 +265,55 @@ TEST(LinearTest, PathsRefuseWhatTheyCannotRun) {
   const Tensor w = test::random_f32({8, 8}, 31, -1.0f, 1.0f);
   EXPECT_EQ(PackedLinear::create(w, Tensor(), Precision::f32, LinearPath::bf16_widen).status().code(),
             StatusCode::invalid_argument);
+  EXPECT_EQ(PackedLinear::create(w, Tensor(), Precision::int8, LinearPath::bf16_widen_onednn).status().code(),
+            StatusCode::invalid_argument);
   EXPECT_EQ(PackedLinear::create(w, Tensor(), Precision::bf16, LinearPath::int8_prism).status().code(),
             StatusCode::invalid_argument);
   EXPECT_EQ(PackedLinear::create(w, Tensor(), Precision::int8, LinearPath::onednn_dpbf16).status().code(),
             StatusCode::invalid_argument);
-  // The widen kernel exists on every tier.
+  // The widen kernel, and oneDNN's f32 matmul for the widened blocks, exist on every tier.
   EXPECT_TRUE(PackedLinear::create(w, Tensor(), Precision::bf16, LinearPath::bf16_widen).has_value());
+  EXPECT_TRUE(PackedLinear::create(w, Tensor(), Precision::bf16, LinearPath::bf16_widen_onednn).has_value());
+}
+
+TEST(LinearTest, Bf16PrefillSizesMatchReference) {
+  // From kWidenedOnednnMinRows rows the bf16 path of the tiers without native bf16 widens the
+  // panels for oneDNN's f32 matmul: a column block of y at the full row stride, a strided
+  // source, an odd N (a partial panel), bias and an activation.
+  const int64_t rows = kWidenedOnednnMinRows;
+  const Tensor wide = test::random_f32({rows, 2 * 48}, 40, -2.0f, 2.0f);
+  const Tensor w = test::random_f32({37, 48}, 41, -0.3f, 0.3f);
+  const Tensor b = test::random_f32({37}, 42, -1.0f, 1.0f);
+  check_linear(wide.slice(1, 0, 48), w, b, Precision::bf16, Activation::gelu_erf);
+  check_linear(test::random_f32({rows, 48}, 43, -2.0f, 2.0f), w, Tensor(), Precision::bf16, Activation::none);
+}
+
+TEST(LinearTest, Bf16WidenedBlocksMatchTheWidenKernel) {
+  // Weights whose f32 copy exceeds one block (16 MiB): y is written block by block. Both
+  // paths multiply the same bf16 weights exactly and differ only in the f32 accumulation
+  // order, so each is within K 2^-24 S of the exact sum (S <= sum|x| max|w| + |b|).
+  const int64_t rows = kWidenedOnednnMinRows, K = 256, N = 16500;
+  const Tensor x = test::random_f32({rows, K}, 44, -2.0f, 2.0f);
+  const Tensor w = test::random_f32({N, K}, 45, -0.3f, 0.3f);
+  const Tensor b = test::random_f32({N}, 46, -1.0f, 1.0f);
+  auto widened = PackedLinear::create(w, b, Precision::bf16, LinearPath::bf16_widen_onednn);
+  auto kernel = PackedLinear::create(w, b, Precision::bf16, LinearPath::bf16_widen);
+  ASSERT_TRUE(widened.has_value() && kernel.has_value());
+  std::vector<float> y1(size_t(rows * N)), y2(size_t(rows * N));
+  (*widened)->run(x.data<float>(), rows, K, Activation::silu, y1.data());
+  (*kernel)->run(x.data<float>(), rows, K, Activation::silu, y2.data());
+  int bad = 0;
+  for (int64_t m = 0; m < rows; ++m) {
+    double sum_x = 0;
+    for (int64_t k = 0; k < K; ++k) sum_x += std::fabs(x.data<float>()[m * K + k]);
+    const double tol = 1.15 * 2 * K * std::ldexp(1.0, -24) * (sum_x * 0.3 + 1.0) + 1e-6;
+    for (int64_t n = 0; n < N; ++n) {
+      const float a = y1[size_t(m * N + n)], c = y2[size_t(m * N + n)];
+      if (!(std::fabs(a - c) <= tol) && ++bad <= 5)
+        ADD_FAILURE() << "y[" << m << ", " << n << "]: widened " << a << ", kernel " << c << ", tol " << tol;
+    }
+  }
+  EXPECT_EQ(bad, 0);
 }
 
 TEST(LinearTest, ZeroRowsAndZeroInput) {
