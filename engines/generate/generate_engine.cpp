@@ -1,14 +1,14 @@
 // engines/generate/generate_engine.cpp: the continuous-batching loop of tasks "chat" and
-// "transcribe". Between steps: take new requests, drop cancelled and expired ones, plan the
-// step (scheduler.h), apply it to the block pool, get the media rows of prompts that need them
-// (media cache, else one batched encoder run for the whole step) or, for a speech model, the
-// cross-attention memory of newly admitted requests' audio (batched encoder runs); then one
-// Decoder::forward over the flat batch, logits processors, sampling (or draft verification),
-// stop checks, streaming and completion. Metrics of the generate pattern, of VLMs and of
-// speech encoding. Every model call (forward and sampling, media and speech encodes, warm-ups)
-// runs inside a ComputeTurn (engines/compute_turn.h): deployments take turns on the one compute
-// pool. It must not: tokenize, preprocess or compute log-mel features (the api's threads do),
-// see HTTP, start threads, or hold a turn across anything but compute.
+// "transcribe", as a core plus stages. Between steps: take new requests, drop cancelled and
+// expired ones, plan the step (scheduler.h), apply it to the block pool; the input stages
+// (input_stage.h) give the planned sequences what the forward needs besides token ids (a VLM's
+// media rows, a speech model's cross-attention memory); then one Decoder::forward over the
+// flat batch, logits processors, sampling (or draft verification), stop checks, the output
+// stage (output_stage.h: text through the detokenizer), streaming and completion. Every
+// model call (forward and sampling, the stages' encodes, warm-ups) runs inside a ComputeTurn
+// (engines/compute_turn.h): deployments take turns on the one compute pool. It must not:
+// tokenize, preprocess or compute log-mel features (the api's threads do), see HTTP, start
+// threads, hold a turn across anything but compute, or branch on a modality (a stage does).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -24,17 +24,20 @@
 #include "base/check.h"
 #include "base/log.h"
 #include "engines/compute_turn.h"
-#include "engines/encode/media_cache.h"
-#include "engines/encode/media_encode.h"
+#include "engines/generate/cross_input.h"
 #include "engines/generate/generate_engine_factory.h"
 #include "engines/generate/generate_frontend.h"
+#include "engines/generate/generate_knobs.h"
+#include "engines/generate/generate_metrics.h"
 #include "engines/generate/generate_payload.h"
+#include "engines/generate/input_stage.h"
 #include "engines/generate/kv_block_pool.h"
 #include "engines/generate/kv_cache.h"
-#include "engines/generate/media_rows.h"
+#include "engines/generate/media_input.h"
 #include "engines/generate/scheduler.h"
 #include "engines/generate/sequence.h"
 #include "engines/generate/speculation.h"
+#include "engines/generate/text_output.h"
 #include "runtime/arena.h"
 #include "runtime/threads.h"
 #include "serving/config.h"
@@ -45,175 +48,7 @@ namespace {
 using serving::Clock;
 using serving::RequestPtr;
 
-constexpr double kUsageBuckets[] = {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
-// Visual tokens per request: a pooled image (16-64) up to long videos.
-constexpr double kVisualTokenBuckets[] = {16, 64, 144, 256, 576, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
-constexpr size_t kDetokenizerPromptTail = 5;
-
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-// The engine's series, shared by the replicas of a deployment (same labels, same series).
-struct GenerateMetrics {
-  GenerateMetrics(serving::MetricsRegistry& m, const serving::Labels& l)
-      : ttft(m.histogram("prism_generate_time_to_first_token_seconds",
-                         "Submit to the first generated token of a request.", serving::latency_buckets_seconds(), l)),
-        itl(m.histogram("prism_generate_inter_token_latency_seconds",
-                        "Time between consecutive tokens of a sequence (a step's tokens share its time).",
-                        serving::latency_buckets_seconds(), l)),
-        e2e(m.histogram("prism_generate_e2e_request_seconds", "Submit to the last token of a request.",
-                        serving::latency_buckets_seconds(), l)),
-        queue(m.histogram("prism_generate_queue_seconds", "Submit to the first step that computes the request.",
-                          serving::latency_buckets_seconds(), l)),
-        step_tokens(m.histogram("prism_generate_step_tokens", "Tokens computed per engine step.",
-                                serving::batch_token_buckets(), l)),
-        running(m.gauge("prism_generate_sequences_running", "Sequences holding KV blocks and being computed.", l)),
-        waiting(m.gauge("prism_generate_sequences_waiting",
-                        "Sequences taken by the engine waiting for KV blocks or budget (preempted ones included).",
-                        l)),
-        kv_usage(m.gauge("prism_kv_cache_usage_ratio", "KV blocks referenced by sequences / all KV blocks.", l)),
-        prefix_hit(m.counter("prism_prefix_cache_hit_tokens_total", "Prompt tokens whose K/V came from the prefix cache.",
-                             l)),
-        prefix_queried(m.counter("prism_prefix_cache_queried_tokens_total",
-                                 "Prompt tokens looked up in the prefix cache (hit ratio: hit / queried).", l)),
-        preemptions(m.counter("prism_generate_preemptions_total",
-                              "Sequences preempted (blocks freed, recomputed later) because the KV cache was full.", l)),
-        prompt_tokens(m.counter("prism_generate_prompt_tokens_total", "Prompt tokens of admitted requests.", l)),
-        generation_tokens(m.counter("prism_generate_generation_tokens_total", "Tokens generated (every choice).", l)),
-        draft_tokens(m.counter("prism_spec_draft_tokens_total", "Draft tokens verified by speculative decoding.", l)),
-        accepted_tokens(m.counter("prism_spec_accepted_tokens_total",
-                                  "Draft tokens accepted (acceptance rate: accepted / draft).", l)) {}
-
-  serving::Histogram& ttft;
-  serving::Histogram& itl;
-  serving::Histogram& e2e;
-  serving::Histogram& queue;
-  serving::Histogram& step_tokens;
-  serving::Gauge& running;
-  serving::Gauge& waiting;
-  serving::Gauge& kv_usage;
-  serving::Counter& prefix_hit;
-  serving::Counter& prefix_queried;
-  serving::Counter& preemptions;
-  serving::Counter& prompt_tokens;
-  serving::Counter& generation_tokens;
-  serving::Counter& draft_tokens;
-  serving::Counter& accepted_tokens;
-};
-
-// The series of a vision-language deployment (registered only when the model has vision).
-struct VlmMetrics {
-  VlmMetrics(serving::MetricsRegistry& m, const serving::Labels& l)
-      : encoder_seconds(m.histogram("prism_vlm_encoder_seconds_per_image",
-                                    "Media encoder seconds per item encoded (a run's time over its items, observed "
-                                    "once per item).",
-                                    serving::latency_buckets_seconds(), l)),
-        visual_tokens(m.histogram("prism_vlm_visual_tokens", "Visual tokens (media rows) per request.",
-                                  kVisualTokenBuckets, l)),
-        frames(m.counter("prism_vlm_frames_sampled_total", "Video frames sampled (views of video items).", l)),
-        cache_lookups(m.counter("prism_media_cache_lookups_total", "Media items looked up in the media cache.", l)),
-        cache_hits(m.counter("prism_media_cache_hits_total",
-                             "Media items whose encoder output came from the media cache (hit ratio: hits / lookups).",
-                             l)),
-        cache_bytes(m.gauge("prism_media_cache_bytes", "Bytes of encoder outputs in the process's media cache.", l)) {}
-
-  serving::Histogram& encoder_seconds;
-  serving::Histogram& visual_tokens;
-  serving::Counter& frames;
-  serving::Counter& cache_lookups;
-  serving::Counter& cache_hits;
-  serving::Gauge& cache_bytes;
-};
-
-// The series of a speech deployment (registered only when the model has a speech encoder).
-struct SpeechMetrics {
-  SpeechMetrics(serving::MetricsRegistry& m, const serving::Labels& l)
-      : encoder_seconds(m.histogram("prism_asr_encoder_seconds",
-                                    "Speech encoder seconds per encode call (the segments of one frame count "
-                                    "admitted in one step, up to max_encoder_segments).",
-                                    serving::latency_buckets_seconds(), l)),
-        segments(m.counter("prism_asr_segments_encoded_total",
-                           "Audio segments encoded (once per request: a preempted request keeps its memory).", l)) {}
-
-  serving::Histogram& encoder_seconds;
-  serving::Counter& segments;
-};
-
-struct EngineKnobs {
-  int64_t kv_cache_bytes = 256ll << 20;
-  std::string kv_cache_dtype = "auto";
-  int block_size = 16;
-  int64_t max_step_tokens = 512;
-  bool prefix_caching = true;
-  std::string speculation = "none";
-  int num_speculative_tokens = 4;
-  int ngram_min = 1, ngram_max = 3;
-  int max_encoder_views = 8;  // VLMs: views per media encoder call
-  int max_encoder_segments = 8;  // speech models: audio segments per speech encoder call
-};
-
-// The engine's knobs and the frontend's (max_model_len): a text-only chat deployment takes no
-// other.
-constexpr std::array<std::string_view, 10> kKnownKnobs = {
-    "kv_cache_bytes", "kv_cache_dtype", "block_size", "max_step_tokens", "prefix_caching",
-    "speculation",    "num_speculative_tokens", "ngram_min", "ngram_max", "max_model_len"};
-
-// A vision-language deployment also takes the engine's max_encoder_views and the vision
-// processor's budget and media-source knobs (VisionProcessor::load checks their values); a
-// speech deployment the engine's max_encoder_segments and the orchestration's knobs
-// (SpeechProcessor::knob_names(); engines/transcribe checks their values).
-Result<EngineKnobs> read_knobs(const serving::Knobs& k, bool vision, bool speech) {
-  if (vision) {
-    std::vector<std::string_view> known(kKnownKnobs.begin(), kKnownKnobs.end());
-    known.push_back("max_encoder_views");
-    const std::span<const std::string_view> processor = VisionProcessor::knob_names();
-    known.insert(known.end(), processor.begin(), processor.end());
-    PRISM_RETURN_IF_ERROR(k.check_names(known, "a chat deployment of a vision-language model"));
-  } else if (speech) {
-    std::vector<std::string_view> known(kKnownKnobs.begin(), kKnownKnobs.end());
-    known.push_back("max_encoder_segments");
-    const std::span<const std::string_view> orchestration = SpeechProcessor::knob_names();
-    known.insert(known.end(), orchestration.begin(), orchestration.end());
-    PRISM_RETURN_IF_ERROR(k.check_names(known, "a transcribe deployment"));
-  } else {
-    PRISM_RETURN_IF_ERROR(k.check_names(kKnownKnobs, "a chat deployment"));
-  }
-  EngineKnobs e;
-  PRISM_ASSIGN_OR_RETURN(e.kv_cache_bytes, k.get_int("kv_cache_bytes", e.kv_cache_bytes));
-  PRISM_ASSIGN_OR_RETURN(e.kv_cache_dtype, k.get_string("kv_cache_dtype", e.kv_cache_dtype));
-  PRISM_ASSIGN_OR_RETURN(int64_t block_size, k.get_int("block_size", e.block_size));
-  PRISM_ASSIGN_OR_RETURN(e.max_step_tokens, k.get_int("max_step_tokens", e.max_step_tokens));
-  PRISM_ASSIGN_OR_RETURN(e.prefix_caching, k.get_bool("prefix_caching", e.prefix_caching));
-  PRISM_ASSIGN_OR_RETURN(e.speculation, k.get_string("speculation", e.speculation));
-  PRISM_ASSIGN_OR_RETURN(int64_t spec, k.get_int("num_speculative_tokens", e.num_speculative_tokens));
-  PRISM_ASSIGN_OR_RETURN(int64_t nmin, k.get_int("ngram_min", e.ngram_min));
-  PRISM_ASSIGN_OR_RETURN(int64_t nmax, k.get_int("ngram_max", e.ngram_max));
-  PRISM_ASSIGN_OR_RETURN(int64_t views, k.get_int("max_encoder_views", e.max_encoder_views));
-  PRISM_ASSIGN_OR_RETURN(int64_t segments, k.get_int("max_encoder_segments", e.max_encoder_segments));
-  auto bad = [&](std::string_view name, const std::string& rule, int64_t got) {
-    return invalid_argument(k.where(name) + " must be " + rule + " (got " + std::to_string(got) + ")");
-  };
-  if (e.kv_cache_bytes < 1) return bad("kv_cache_bytes", ">= 1", e.kv_cache_bytes);
-  if (block_size < 1 || block_size > 1024) return bad("block_size", "in [1, 1024]", block_size);
-  if (e.max_step_tokens < 1) return bad("max_step_tokens", ">= 1", e.max_step_tokens);
-  if (spec < 1 || spec > 64) return bad("num_speculative_tokens", "in [1, 64]", spec);
-  if (nmin < 1 || nmin > 64) return bad("ngram_min", "in [1, 64]", nmin);
-  if (nmax < nmin || nmax > 64) return bad("ngram_max", "in [ngram_min, 64]", nmax);
-  if (views < 1 || views > 4096) return bad("max_encoder_views", "in [1, 4096]", views);
-  if (segments < 1 || segments > 4096) return bad("max_encoder_segments", "in [1, 4096]", segments);
-  if (e.speculation != "none" && e.speculation != "ngram")
-    return invalid_argument(k.where("speculation") + " must be none or ngram (got '" + e.speculation + "')");
-  if (e.kv_cache_dtype != "auto" && e.kv_cache_dtype != "f32" && e.kv_cache_dtype != "bf16" &&
-      e.kv_cache_dtype != "int8")
-    return invalid_argument(k.where("kv_cache_dtype") + " must be auto, f32, bf16 or int8 (got '" +
-                            e.kv_cache_dtype + "')");
-  e.block_size = int(block_size);
-  e.num_speculative_tokens = int(spec);
-  e.ngram_min = int(nmin);
-  e.ngram_max = int(nmax);
-  e.max_encoder_views = int(views);
-  e.max_encoder_segments = int(segments);
-  return e;
-}
 
 class GenerateEngine final : public serving::Engine {
  public:
@@ -226,12 +61,12 @@ class GenerateEngine final : public serving::Engine {
         speech_loader_(std::move(speech_loader)),
         replica_(context.replica),
         replicas_(context.replicas),
+        registry_(context.metrics),
+        labels_(context.labels),
         metrics_(context.metrics, context.labels),
         compute_(context.metrics, context.labels),
-        seed_rng_(std::random_device{}()) {
-    if (frontend_->vision() != nullptr) vlm_metrics_.emplace(context.metrics, context.labels);
-    if (frontend_->speech() != nullptr) speech_metrics_.emplace(context.metrics, context.labels);
-  }
+        output_(std::make_unique<TextOutput>(frontend_->tokenizer())),
+        seed_rng_(std::random_device{}()) {}
 
   Status load() override;
   void serve(serving::BatchSource& source) override;
@@ -241,12 +76,8 @@ class GenerateEngine final : public serving::Engine {
   // ---- between steps ----
   void intake(std::vector<RequestPtr> requests);
   Status check(const serving::Request& r) const;
-  Status check_media(const GenerateInput& in) const;
-  Status check_audio(const GenerateInput& in) const;
-  Status load_media_encoder();
-  // Loads the speech encoder and warms it up; *warm_cross: a silent segment's memory, for the
-  // decoder's warm-up.
-  Status load_speech_encoder(std::shared_ptr<const models::CrossKv>* warm_cross);
+  // The input stages of the frontend's modalities, loaded after the decoder.
+  Status load_inputs();
   void drop_cancelled_and_expired();
   void fail_all(const Status& status);
   int free_slots() const;
@@ -262,49 +93,19 @@ class GenerateEngine final : public serving::Engine {
   void admit(Sequence& s);
   // Copy on write and new blocks so that s can take n more tokens; false if the pool is dry.
   bool grow(Sequence& s, int64_t n);
-  // Where a processor's probe row (LogitsProcessor::probe_position) is in the step's logits.
-  enum class ProbeRow : uint8_t {
-    none,
-    extra,    // one row before the item's rows (a prompt position short of the last)
-    sampled,  // the item's first sampled row (the probe position is the prompt's last)
-  };
-  struct StepItem {
-    Sequence* seq;
-    int64_t n;         // tokens computed this step
-    int64_t rows = 0;  // logits rows: 0, or 1 + drafts when the chunk reaches the last token
-    ProbeRow probe = ProbeRow::none;
-  };
   // After the forward: advance each sequence by its computed tokens, sample (or verify its
   // drafts) from its rows ([sum rows, vocab] f32, in item order), check stops.
   void sample_step(std::span<const StepItem> items, float* logits);
   // Preempts, admits (taking prefix hits) and grows the planned sequences.
   std::vector<StepItem> apply_plan(const StepPlan& plan);
-  // Gives every planned sequence that still has visual positions to compute its requests'
-  // media rows: from the media cache, else one batched encoder run over all the step's
-  // missing items. Requests whose media fail are completed with the error and leave `items`.
-  void acquire_media(std::vector<StepItem>& items);
-  struct MediaNeed {
-    RequestState* rs;
-    size_t item;  // into rs->input->media
-  };
-  // The items whose rows the planned sequences need and their requests do not hold.
-  std::vector<MediaNeed> media_needs(std::span<const StepItem> items) const;
-  // Pools an item's features into its request's rows; invalid_argument on a count mismatch.
-  Status place_media_rows(const MediaNeed& n, const encode::MediaFeatures& features);
-  // Frees the media rows of requests whose running choices are past their visual positions.
-  void release_media_rows();
-  // Gives every planned request with audio and no cross-attention memory yet (the newly
-  // admitted) its memory: one encoder call per frame count and max_encoder_segments segments.
-  // Requests whose encoding fails are completed with the error and leave `items`.
-  void acquire_cross(std::vector<StepItem>& items);
-  // One SpeechEncoder::encode over `features` (each [num_mel_bins, frames] f32); the memories
-  // are heap-owned (outlive the encoder's arena). internal_error when the encoder throws or
-  // returns the wrong count or frames. *seconds (if given): the call's time.
-  Result<std::vector<std::shared_ptr<const models::CrossKv>>> encode_segments(
-      std::span<const float* const> features, int64_t frames, double* seconds = nullptr);
-  // Whether a waiting sequence looks its prompt up in the prefix cache: not for speech (its
-  // K/V depends on the audio, not only the ids) nor when its processor probes a prompt row
-  // (a hit would skip the row).
+  // The input stages' acquire over the planned items; requests a stage fails are completed
+  // with its error and leave `items`.
+  void acquire_inputs(std::vector<StepItem>& items);
+  // Whether every input stage keys the request's K/V by its tokens (input_stage.h): else its
+  // blocks are neither looked up in nor published to the prefix cache.
+  bool keys_kv_by_tokens(const RequestState& rs) const;
+  // Whether a waiting sequence looks its prompt up in the prefix cache: when its K/V is keyed
+  // by its tokens, and its processor probes no prompt row (a hit would skip the row).
   bool looks_up_prefix(const Sequence& s) const;
   void build_batch(std::vector<StepItem>& items);
   // One Decoder::forward over the batch, then sample_step; a decoder failure fails the
@@ -333,22 +134,18 @@ class GenerateEngine final : public serving::Engine {
   SpeechEncoderLoader speech_loader_;
   const int replica_;
   const int replicas_;
+  serving::MetricsRegistry& registry_;  // not owned; the stages' series are registered at load
+  const serving::Labels labels_;
   GenerateMetrics metrics_;
   ComputeMetrics compute_;
-  std::optional<VlmMetrics> vlm_metrics_;  // VLMs only
-  std::optional<SpeechMetrics> speech_metrics_;  // speech models only
   EngineKnobs knobs_;
   ops::Precision precision_ = ops::Precision::f32;
   std::unique_ptr<models::Decoder> decoder_;
-  // VLMs only: the encoder, its runner and the media cache's name for its outputs.
-  std::unique_ptr<models::MediaEncoder> media_encoder_;
-  std::unique_ptr<encode::MediaEncodeRunner> media_runner_;
-  std::string encoder_id_;
-  int32_t image_token_id_ = -1;
-  // Speech models only: the encoder, its activations' arena and the batch's input features.
-  std::unique_ptr<models::SpeechEncoder> speech_encoder_;
-  Arena speech_arena_;
-  std::vector<float> speech_input_;  // [segments, num_mel_bins, frames] f32 of a batched call
+  // The stages of the frontend's modalities; media_ and cross_ point into inputs_ (or are null).
+  std::vector<std::unique_ptr<InputStage>> inputs_;
+  MediaInput* media_ = nullptr;
+  CrossInput* cross_ = nullptr;
+  std::unique_ptr<OutputStage> output_;
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<KvBlockPool> pool_;
   KvCache kv_;
@@ -369,8 +166,6 @@ class GenerateEngine final : public serving::Engine {
   int64_t batch_max_blocks_ = 1;
   std::vector<int32_t> batch_tokens_, batch_positions_, batch_slots_, batch_cu_, batch_ctx_, batch_rows_,
       batch_tables_;
-  // Media rows of the batch: (row of the batch, its input embedding); not owned (request rows).
-  std::vector<std::pair<int32_t, const float*>> batch_media_;
 };
 
 // ------------------------------------------------------------------------------------------
@@ -393,9 +188,7 @@ Status GenerateEngine::load() {
   PRISM_ASSIGN_OR_RETURN(decoder_, loader_(config_, precision_));
 
   vocab_ = decoder_->vocab_size();
-  if (frontend_->vision() != nullptr) PRISM_RETURN_IF_ERROR(load_media_encoder());
-  std::shared_ptr<const models::CrossKv> warm_cross;
-  if (speech) PRISM_RETURN_IF_ERROR(load_speech_encoder(&warm_cross));
+  PRISM_RETURN_IF_ERROR(load_inputs());
   max_context_ = std::min<int64_t>(decoder_->max_context(), frontend_->max_context());
   if (max_context_ < 2) return invalid_argument("the model's context length is below 2 tokens");
   const models::KvSpec spec = decoder_->kv_spec();
@@ -456,7 +249,7 @@ Status GenerateEngine::load() {
     b.block_tables = Tensor::from<int32_t>(tables, {1, 1});
     b.context_lens = Tensor::from<int32_t>(ctx, {1});
     b.logits_rows = Tensor::from<int32_t>(rows, {1});
-    if (warm_cross) b.cross = {warm_cross.get()};
+    for (const auto& stage : inputs_) stage->fill_warm_up(b);
     try {
       ComputeTurn turn(compute_, threads_);
       decoder_->forward(b, kv_.layers());
@@ -472,66 +265,28 @@ Status GenerateEngine::load() {
                    config_.name, replicas_, threads_, ops::precision_name(precision_), num_blocks, knobs_.block_size,
                    num_blocks * knobs_.block_size, kv_.bytes() >> 20, dtype_name(kv_dtype), knobs_.max_step_tokens,
                    limits_.max_running, knobs_.prefix_caching, knobs_.speculation);
-  if (replica_ == 0 && media_encoder_)
-    PRISM_LOG_INFO("deployment {}: media encoder: views of {}², {} rows each, {} views per call, image token {}",
-                   config_.name, media_encoder_->image_size(),
-                   media_encoder_->grid_side() * media_encoder_->grid_side(), knobs_.max_encoder_views,
-                   image_token_id_);
-  if (replica_ == 0 && speech_encoder_)
-    PRISM_LOG_INFO("deployment {}: speech encoder: {} mel bins, {} frames in, {} out, {} segments per call",
-                   config_.name, speech_encoder_->num_mel_bins(), speech_encoder_->input_frames(),
-                   speech_encoder_->output_frames(), knobs_.max_encoder_segments);
+  if (replica_ == 0)
+    for (const auto& stage : inputs_) stage->log_loaded(config_.name);
   update_gauges();
   return {};
 }
 
-Status GenerateEngine::load_speech_encoder(std::shared_ptr<const models::CrossKv>* warm_cross) {
-  if (!speech_loader_) return internal_error("a speech deployment needs a speech encoder loader");
-  PRISM_ASSIGN_OR_RETURN(speech_encoder_, speech_loader_(config_, precision_));
-  if (speech_encoder_ == nullptr) return internal_error("the speech encoder loader returned nothing");
-  const models::SpeechEncoder& e = *speech_encoder_;
-  const int mels = frontend_->speech()->num_mel_bins();
-  if (e.num_mel_bins() != mels)
-    return invalid_argument("the speech encoder takes " + std::to_string(e.num_mel_bins()) +
-                            " mel bins, but the model's config.json says num_mel_bins = " + std::to_string(mels));
-  if (e.input_frames() < 2 || e.input_frames() % 2 != 0)
-    return internal_error("the speech encoder takes " + std::to_string(e.input_frames()) +
-                          " frames (an even count >= 2 is needed)");
-  // Warm-up: a silent full-length segment builds the encoder's primitives and sizes its arena.
-  const std::vector<float> silence(size_t(e.num_mel_bins() * e.input_frames()), 0.0f);
-  const float* features[] = {silence.data()};
-  PRISM_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const models::CrossKv>> cross,
-                         encode_segments(features, e.input_frames()));
-  *warm_cross = std::move(cross.front());
+Status GenerateEngine::load_inputs() {
+  const StageContext context{config_, precision_, *decoder_, compute_, threads_, registry_, labels_};
+  if (const VisionProcessor* vision = frontend_->vision()) {
+    PRISM_ASSIGN_OR_RETURN(std::unique_ptr<MediaInput> media,
+                           MediaInput::load(context, media_loader_, vision->image_token_id(), knobs_.max_encoder_views));
+    media_ = media.get();
+    inputs_.push_back(std::move(media));
+  }
+  if (const SpeechProcessor* speech = frontend_->speech()) {
+    PRISM_ASSIGN_OR_RETURN(std::unique_ptr<CrossInput> cross, CrossInput::load(context, speech_loader_,
+                                                                               speech->num_mel_bins(),
+                                                                               knobs_.max_encoder_segments));
+    cross_ = cross.get();
+    inputs_.push_back(std::move(cross));
+  }
   return {};
-}
-
-Status GenerateEngine::load_media_encoder() {
-  if (!media_loader_) return internal_error("a vision-language deployment needs a media encoder loader");
-  PRISM_ASSIGN_OR_RETURN(media_encoder_, media_loader_(config_, precision_));
-  if (media_encoder_ == nullptr) return internal_error("the media encoder loader returned nothing");
-  const models::MediaEncoder& e = *media_encoder_;
-  if (e.image_size() < 1 || e.grid_side() < 1)
-    return internal_error("the media encoder takes views of side " + std::to_string(e.image_size()) +
-                          " into grids of side " + std::to_string(e.grid_side()));
-  if (e.output_size() != decoder_->hidden_size())
-    return invalid_argument("the media encoder gives rows of " + std::to_string(e.output_size()) +
-                            " values, but the language model's hidden size is " +
-                            std::to_string(decoder_->hidden_size()));
-  image_token_id_ = frontend_->vision()->image_token_id();
-  if (image_token_id_ < 0 || image_token_id_ >= vocab_)
-    return invalid_argument("the image token id " + std::to_string(image_token_id_) +
-                            " is outside the vocabulary [0, " + std::to_string(vocab_) + ")");
-  encoder_id_ = config_.model + "|" + std::string(ops::precision_name(precision_)) + "|vlm";
-  media_runner_ = std::make_unique<encode::MediaEncodeRunner>(e, knobs_.max_encoder_views);
-  // Warm-up: one blank view builds the encoder's primitives and checks its output shape.
-  media::PixelViews blank;
-  blank.side = int(e.image_size());
-  blank.num_views = 1;
-  blank.values.assign(size_t(3 * e.image_size() * e.image_size()), 0.0f);
-  const media::PixelViews* views[] = {&blank};
-  ComputeTurn turn(compute_, threads_);
-  return media_runner_->encode(views).status();
 }
 
 nlohmann::json GenerateEngine::describe() const {
@@ -552,16 +307,7 @@ nlohmann::json GenerateEngine::describe() const {
                       {"speculation", knobs_.speculation},
                       {"num_speculative_tokens", knobs_.speculation == "none" ? 0 : knobs_.num_speculative_tokens},
                       {"threads_per_replica", threads_}};
-  if (media_encoder_)
-    j["vision"] = {{"image_size", media_encoder_->image_size()},
-                   {"rows_per_view", media_encoder_->grid_side() * media_encoder_->grid_side()},
-                   {"image_token_id", image_token_id_},
-                   {"max_encoder_views", knobs_.max_encoder_views}};
-  if (speech_encoder_)
-    j["speech"] = {{"num_mel_bins", speech_encoder_->num_mel_bins()},
-                   {"input_frames", speech_encoder_->input_frames()},
-                   {"output_frames", speech_encoder_->output_frames()},
-                   {"max_encoder_segments", knobs_.max_encoder_segments}};
+  for (const auto& stage : inputs_) stage->describe(j);
   return j;
 }
 
@@ -619,40 +365,14 @@ Status GenerateEngine::check(const serving::Request& r) const {
   if (prompt + 1 > capacity)
     return resource_exhausted("the prompt's " + std::to_string(prompt) + " tokens do not fit in the KV cache (" +
                               std::to_string(capacity) + " tokens)");
-  PRISM_RETURN_IF_ERROR(check_audio(*in));
-  return check_media(*in);
-}
-
-// The shape of a speech prompt's audio segment; audio and speech models go together.
-Status GenerateEngine::check_audio(const GenerateInput& in) const {
-  if (!in.audio) {
-    if (speech_encoder_) return invalid_argument("a request to a speech model needs an audio segment");
-    return {};
-  }
-  if (!speech_encoder_)
+  // A payload part no stage of this model takes is refused here; the stages check the rest.
+  if (in->audio && cross_ == nullptr)
     return invalid_argument("this model does not take audio (deployment '" + config_.name +
                             "' serves a model without a speech encoder)");
-  const AudioSegment& a = *in.audio;
-  const int64_t most = speech_encoder_->input_frames(), mels = speech_encoder_->num_mel_bins();
-  if (a.frames < 2 || a.frames % 2 != 0 || a.frames > most)
-    return invalid_argument("the audio segment has " + std::to_string(a.frames) +
-                            " frames; the speech encoder takes an even count in [2, " + std::to_string(most) + "]");
-  const size_t values = a.features ? a.features->size() : 0;
-  if (int64_t(values) != mels * a.frames)
-    return invalid_argument("the audio segment holds " + std::to_string(values) +
-                            " values, not num_mel_bins × frames = " + std::to_string(mels) + " × " +
-                            std::to_string(a.frames));
-  return {};
-}
-
-// The counts of a multimodal prompt (place_media checks its image-token positions).
-Status GenerateEngine::check_media(const GenerateInput& in) const {
-  if (in.media.empty()) return {};
-  if (!media_encoder_)
+  if (!in->media.empty() && media_ == nullptr)
     return invalid_argument("this model does not take images or videos (deployment '" + config_.name +
                             "' serves a text-only model)");
-  for (size_t k = 0; k < in.media.size(); ++k)
-    PRISM_RETURN_IF_ERROR(check_media_item(in.media[k], media_encoder_->image_size(), media_encoder_->grid_side(), k));
+  for (const auto& stage : inputs_) PRISM_RETURN_IF_ERROR(stage->check(*in));
   return {};
 }
 
@@ -681,16 +401,6 @@ void GenerateEngine::intake(std::vector<RequestPtr> requests) {
       continue;
     }
     const auto* input = static_cast<const GenerateInput*>(r->input.get());
-    PromptMedia media;
-    if (media_encoder_) {
-      // NOTE: also for prompts without media: image-token ids with no rows behind them are refused.
-      Result<PromptMedia> placed = place_media(input->prompt, image_token_id_, input->media);
-      if (!placed.has_value()) {
-        r->complete(placed.status());
-        continue;
-      }
-      media = std::move(placed).value();
-    }
     std::unique_ptr<LogitsProcessor> processor;
     int64_t probe = -1;
     if (input->logits_processor) {
@@ -703,15 +413,15 @@ void GenerateEngine::intake(std::vector<RequestPtr> requests) {
       }
     }
     auto rs = std::make_unique<RequestState>();
-    rs->request = std::move(r);
     rs->input = input;
-    if (!input->media.empty()) {
-      rs->media = std::move(media);
-      rs->media_held.assign(input->media.size(), 0);
-      vlm_metrics_->visual_tokens.observe(double(rs->media.num_rows()));
-      for (const MediaItem& item : input->media)
-        if (item.kind == MediaItem::Kind::video) vlm_metrics_->frames.inc(double(item.views->num_views));
+    Status admitted;
+    for (const auto& stage : inputs_)
+      if (admitted = stage->admit(*rs); !admitted.ok()) break;
+    if (!admitted.ok()) {
+      r->complete(std::move(admitted));
+      continue;
     }
+    rs->request = std::move(r);
     rs->pending_forks = rs->input->sampling.n - 1;
     rs->probe_position = probe < 0 ? -1 : probe;
     std::unique_ptr<Sequence> s = new_sequence(*rs, 0);
@@ -719,10 +429,7 @@ void GenerateEngine::intake(std::vector<RequestPtr> requests) {
     s->tokens = prompt;
     s->processor = std::move(processor);
     s->sampler = std::make_unique<SequenceSampler>(rs->input->sampling, choice_seed(rs->input->sampling, 0), prompt);
-    const size_t tail = std::min(prompt.size(), kDetokenizerPromptTail);
-    s->detokenizer = std::make_unique<IncrementalDetokenizer>(
-        frontend_->tokenizer(), std::span<const int32_t>(prompt).last(tail), rs->input->sampling.stop,
-        /*skip_special_tokens=*/true, rs->input->sampling.min_tokens);
+    output_->start(*s);
     waiting_.push_back(s.get());
     rs->choices.push_back(std::move(s));
     metrics_.prompt_tokens.inc(double(prompt.size()));
@@ -837,12 +544,16 @@ WaitingView GenerateEngine::waiting_view(Sequence& s) const {
   return v;
 }
 
-bool GenerateEngine::looks_up_prefix(const Sequence& s) const {
-  return !s.request->input->audio && s.request->probe_position < 0;
+bool GenerateEngine::keys_kv_by_tokens(const RequestState& rs) const {
+  return std::all_of(inputs_.begin(), inputs_.end(), [&](const auto& stage) { return stage->keys_kv_by_tokens(rs); });
 }
 
-// NOTE: a speech request's cross-attention memory stays in its RequestState: recomputation
-// attends the same memory without encoding the audio again.
+bool GenerateEngine::looks_up_prefix(const Sequence& s) const {
+  return keys_kv_by_tokens(*s.request) && s.request->probe_position < 0;
+}
+
+// NOTE: what the input stages gave a request (media rows aside, cross-attention memory) stays
+// in its RequestState: recomputation uses it again without encoding.
 void GenerateEngine::preempt(Sequence& s) {
   release_blocks(s);
   s.num_computed = 0;
@@ -918,20 +629,19 @@ void GenerateEngine::step() {
   const StepPlan plan = plan_step(rviews, wviews, pool_->num_free(), lim);
 
   std::vector<StepItem> items = apply_plan(plan);
-  if (media_encoder_) acquire_media(items);
-  if (speech_encoder_) acquire_cross(items);
+  acquire_inputs(items);
   if (items.empty()) {
     update_gauges();
     return;
   }
   build_batch(items);
   forward_and_sample(items);
-  if (media_encoder_) release_media_rows();
+  for (const auto& stage : inputs_) stage->after_step(requests_, running_);
   emit_and_retire();
   update_gauges();
 }
 
-std::vector<GenerateEngine::StepItem> GenerateEngine::apply_plan(const StepPlan& plan) {
+std::vector<StepItem> GenerateEngine::apply_plan(const StepPlan& plan) {
   for (int64_t id : plan.preempted) preempt(*by_id_.at(id));
   for (const ScheduledSeq& a : plan.admitted) admit(*by_id_.at(a.id));
   std::vector<StepItem> items;
@@ -954,210 +664,15 @@ std::vector<GenerateEngine::StepItem> GenerateEngine::apply_plan(const StepPlan&
   return items;
 }
 
-// NOTE: an item is needed when one of its rows lies at or after a planned sequence's
-// num_computed (a prefix hit over an image's blocks makes it unneeded: a second turn about the
-// same image neither looks it up nor encodes it).
-std::vector<GenerateEngine::MediaNeed> GenerateEngine::media_needs(std::span<const StepItem> items) const {
-  std::vector<MediaNeed> needs;
-  for (const StepItem& it : items) {
-    RequestState& rs = *it.seq->request;
-    if (it.seq->num_computed >= rs.media.end) continue;
-    for (size_t k = 0; k < rs.media_held.size(); ++k) {
-      if (rs.media_held[k] || rs.media.item_last_position[k] < it.seq->num_computed) continue;
-      if (std::any_of(needs.begin(), needs.end(), [&](const MediaNeed& n) { return n.rs == &rs && n.item == k; }))
-        continue;
-      needs.push_back({&rs, k});
-    }
-  }
-  return needs;
-}
-
-Status GenerateEngine::place_media_rows(const MediaNeed& n, const encode::MediaFeatures& features) {
-  RequestState& rs = *n.rs;
-  const int64_t hidden = decoder_->hidden_size();
-  if (rs.media_rows.empty()) rs.media_rows.assign(size_t(rs.media.num_rows() * hidden), 0.0f);
-  const MediaItem& item = rs.input->media[n.item];
-  const std::span<float> out(rs.media_rows.data() + rs.media.item_first_row[n.item] * hidden,
-                             size_t(item.num_rows * hidden));
-  if (Status st = pool_media_rows(features, item, media_encoder_->grid_side(), out); !st.ok())
-    return invalid_argument("media item " + std::to_string(n.item) + ": " + st.message());
-  rs.media_held[n.item] = 1;
-  return {};
-}
-
-// NOTE: every miss of the step goes into one encoder run (batched across requests); items
-// with the same key are encoded once, counted as encoded by the request that asked first.
-void GenerateEngine::acquire_media(std::vector<StepItem>& items) {
-  const std::vector<MediaNeed> needs = media_needs(items);
-  if (needs.empty()) return;
-  encode::MediaCache& cache = encode::MediaCache::shared();
-  std::vector<std::pair<RequestState*, Status>> failed;
-  auto fail = [&](RequestState* rs, Status st) {
-    for (const auto& f : failed)
-      if (f.first == rs) return;
-    failed.emplace_back(rs, std::move(st));
-  };
-
-  // Cache lookups; the misses grouped by key.
-  std::vector<const media::PixelViews*> missing;
-  std::vector<media::MediaKey> missing_keys;
-  std::vector<std::vector<MediaNeed>> waiting_for;  // per missing item
-  for (const MediaNeed& n : needs) {
-    const MediaItem& item = n.rs->input->media[n.item];
-    vlm_metrics_->cache_lookups.inc();
-    if (encode::MediaFeaturesPtr f = cache.find(encoder_id_, item.key)) {
-      vlm_metrics_->cache_hits.inc();
-      if (Status st = place_media_rows(n, *f); !st.ok()) fail(n.rs, std::move(st));
-      continue;
-    }
-    const auto at = std::find(missing_keys.begin(), missing_keys.end(), item.key);
-    if (at != missing_keys.end()) {
-      waiting_for[size_t(at - missing_keys.begin())].push_back(n);
-      continue;
-    }
-    missing.push_back(item.views.get());
-    missing_keys.push_back(item.key);
-    waiting_for.push_back({n});
-  }
-
-  if (!missing.empty()) {
-    encode::MediaEncodeStats stats;
-    Result<std::vector<encode::MediaFeaturesPtr>> encoded = [&] {
-      ComputeTurn turn(compute_, threads_);
-      return media_runner_->encode(missing, &stats);
-    }();
-    if (!encoded.has_value()) {
-      PRISM_LOG_ERROR("deployment {}: {}", config_.name, encoded.status().message());
-      for (const auto& group : waiting_for)
-        for (const MediaNeed& n : group) fail(n.rs, encoded.status());
-    } else {
-      const double per_item = stats.seconds / double(missing.size());
-      for (size_t m = 0; m < missing.size(); ++m) {
-        vlm_metrics_->encoder_seconds.observe(per_item);
-        cache.insert(encoder_id_, missing_keys[m], encoded.value()[m]);
-        ++waiting_for[m].front().rs->encoded_media;
-        for (const MediaNeed& n : waiting_for[m])
-          if (Status st = place_media_rows(n, *encoded.value()[m]); !st.ok()) fail(n.rs, std::move(st));
-      }
-    }
-  }
-  vlm_metrics_->cache_bytes.set(double(cache.stats().bytes));
-
+// NOTE: the failed requests' sequences leave the step before their state is freed.
+void GenerateEngine::acquire_inputs(std::vector<StepItem>& items) {
+  StageFailures failed;
+  for (const auto& stage : inputs_) stage->acquire(items, failed);
   if (failed.empty()) return;
-  // NOTE: the failed requests' sequences leave the step before their state is freed.
   std::erase_if(items, [&](const StepItem& it) {
     return std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.first == it.seq->request; });
   });
   for (const auto& [rs, st] : failed) remove_request(rs, &st);
-}
-
-void GenerateEngine::release_media_rows() {
-  for (auto& rs : requests_) {
-    if (rs->media_rows.empty()) continue;
-    const bool needed = std::any_of(rs->choices.begin(), rs->choices.end(), [&](const auto& s) {
-      return !s->finished && s->num_computed < rs->media.end &&
-             std::find(running_.begin(), running_.end(), s.get()) != running_.end();
-    });
-    if (needed) continue;
-    rs->media_rows = {};
-    std::fill(rs->media_held.begin(), rs->media_held.end(), 0);
-  }
-}
-
-// NOTE: the segments of every request admitted this step are encoded together: one call per
-// distinct frame count (the encoder's input is [B, mels, F]), at most max_encoder_segments
-// segments each, in admission order. A request is encoded once: choices, forks and
-// recomputations after preemption share its memory.
-void GenerateEngine::acquire_cross(std::vector<StepItem>& items) {
-  std::vector<RequestState*> need;
-  std::vector<int64_t> frame_counts;  // distinct, in admission order
-  for (const StepItem& it : items) {
-    RequestState* rs = it.seq->request;
-    if (!rs->input->audio || rs->cross || std::find(need.begin(), need.end(), rs) != need.end()) continue;
-    need.push_back(rs);
-    const int64_t frames = rs->input->audio->frames;
-    if (std::find(frame_counts.begin(), frame_counts.end(), frames) == frame_counts.end())
-      frame_counts.push_back(frames);
-  }
-  if (need.empty()) return;
-  std::vector<std::pair<RequestState*, Status>> failed;
-  for (const int64_t frames : frame_counts) {
-    std::vector<RequestState*> group;
-    for (RequestState* rs : need)
-      if (rs->input->audio->frames == frames) group.push_back(rs);
-    const size_t most = size_t(knobs_.max_encoder_segments);
-    for (size_t at = 0; at < group.size(); at += most) {
-      const auto call = std::span<RequestState* const>(group).subspan(at, std::min(group.size() - at, most));
-      std::vector<const float*> features;
-      for (const RequestState* rs : call) features.push_back(rs->input->audio->features->data());
-      double seconds = 0;
-      Result<std::vector<std::shared_ptr<const models::CrossKv>>> cross = encode_segments(features, frames, &seconds);
-      speech_metrics_->encoder_seconds.observe(seconds);
-      if (!cross.has_value()) {
-        PRISM_LOG_ERROR("deployment {}: {}", config_.name, cross.status().message());
-        for (RequestState* rs : call) failed.emplace_back(rs, cross.status());
-        continue;
-      }
-      speech_metrics_->segments.inc(double(call.size()));
-      for (size_t k = 0; k < call.size(); ++k) call[k]->cross = std::move(cross.value()[k]);
-    }
-  }
-  if (failed.empty()) return;
-  // NOTE: the failed requests' sequences leave the step before their state is freed.
-  std::erase_if(items, [&](const StepItem& it) {
-    return std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.first == it.seq->request; });
-  });
-  for (const auto& [rs, st] : failed) remove_request(rs, &st);
-}
-
-Result<std::vector<std::shared_ptr<const models::CrossKv>>> GenerateEngine::encode_segments(
-    std::span<const float* const> features, int64_t frames, double* seconds) {
-  const int64_t mels = speech_encoder_->num_mel_bins(), per_segment = mels * frames;
-  const int64_t B = int64_t(features.size());
-  const float* input = features[0];
-  if (B > 1) {
-    speech_input_.resize(size_t(B * per_segment));
-    for (int64_t b = 0; b < B; ++b)
-      std::copy(features[size_t(b)], features[size_t(b)] + per_segment, speech_input_.begin() + b * per_segment);
-    input = speech_input_.data();
-  }
-  std::vector<std::shared_ptr<const models::CrossKv>> cross;
-  std::string error;
-  const auto start = std::chrono::steady_clock::now();
-  {
-    ArenaScope scope(&speech_arena_);
-    // The encoder only reads its input.
-    const Tensor x = Tensor::from_blob(const_cast<float*>(input), {B, mels, frames}, DType::f32);
-    try {
-      ComputeTurn turn(compute_, threads_);
-      cross = speech_encoder_->encode(x);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  if (error.empty() && int64_t(cross.size()) != B)
-    error = "the speech encoder returned " + std::to_string(cross.size()) + " memories for " + std::to_string(B) +
-            " segments";
-  for (size_t b = 0; error.empty() && b < cross.size(); ++b) {
-    if (cross[b] == nullptr || cross[b]->frames != frames / 2 || cross[b]->k.size() != cross[b]->v.size()) {
-      error = "the speech encoder returned a malformed memory for a segment of " + std::to_string(frames) + " frames";
-      break;
-    }
-    // NOTE: the memory outlives this call's arena: tensors the encoder drew from it (no owner)
-    // are copied to the heap, outside the scope.
-    auto borrowed = [](const Tensor& t) { return t.defined() && t.owner() == nullptr; };
-    const models::CrossKv& c = *cross[b];
-    if (std::none_of(c.k.begin(), c.k.end(), borrowed) && std::none_of(c.v.begin(), c.v.end(), borrowed)) continue;
-    auto owned = std::make_shared<models::CrossKv>();
-    owned->frames = c.frames;
-    for (const Tensor& t : c.k) owned->k.push_back(borrowed(t) ? t.clone() : t);
-    for (const Tensor& t : c.v) owned->v.push_back(borrowed(t) ? t.clone() : t);
-    cross[b] = std::move(owned);
-  }
-  speech_arena_.reset();
-  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!error.empty()) return internal_error("speech encoding failed: " + error);
-  return cross;
 }
 
 // The flat batch in batch_*_ (host vectors; tensors are made from them in the step's arena).
@@ -1172,30 +687,21 @@ void GenerateEngine::build_batch(std::vector<StepItem>& items) {
   batch_rows_.clear();
   batch_cu_.assign(1, 0);
   batch_ctx_.clear();
-  batch_media_.clear();
   batch_tables_.assign(items.size() * max_blocks, 0);
   for (size_t i = 0; i < items.size(); ++i) {
     Sequence& s = *items[i].seq;
     const int64_t n = items[i].n;
     const int64_t real = std::min(n, s.num_uncomputed());
     const RequestState& rs = *s.request;
-    const int64_t hidden = decoder_->hidden_size();
     for (int64_t j = 0; j < n; ++j) {
       const int64_t pos = s.num_computed + j;
-      int32_t tok = j < real ? s.tokens[size_t(pos)] : s.draft[size_t(j - real)];
-      // NOTE: only prompt positions take media rows (row_of covers the prompt); a generated
-      // image token id stays a token.
-      if (pos < rs.media.end && rs.media.row_of[size_t(pos)] >= 0) {
-        PRISM_CHECK(!rs.media_rows.empty());
-        batch_media_.emplace_back(int32_t(batch_tokens_.size()),
-                                  rs.media_rows.data() + rs.media.row_of[size_t(pos)] * hidden);
-        tok = -1;
-      }
-      batch_tokens_.push_back(tok);
+      batch_tokens_.push_back(j < real ? s.tokens[size_t(pos)] : s.draft[size_t(j - real)]);
       batch_positions_.push_back(int32_t(pos));
       batch_slots_.push_back(int32_t(s.blocks[size_t(pos / bs)] * bs + pos % bs));
     }
     const int64_t begin = int64_t(batch_tokens_.size()) - n;  // the item's first row in the batch
+    for (const auto& stage : inputs_)
+      stage->place(rs, s.num_computed, int32_t(begin), std::span<int32_t>(batch_tokens_).subspan(size_t(begin)));
     const bool reaches_end = real == s.num_uncomputed();
     // Choice 0's processor wants one prompt row's logits when this chunk computes it.
     items[i].probe = ProbeRow::none;
@@ -1231,19 +737,7 @@ void GenerateEngine::forward_and_sample(std::span<const StepItem> items) {
     b.context_lens = Tensor::from<int32_t>(batch_ctx_, {S});
     b.block_tables = Tensor::from<int32_t>(batch_tables_, {S, max_blocks});
     b.logits_rows = Tensor::from<int32_t>(batch_rows_, {int64_t(batch_rows_.size())});
-    if (speech_encoder_) {
-      b.cross.reserve(size_t(S));
-      for (const StepItem& it : items) {
-        PRISM_CHECK(it.seq->request->cross != nullptr);  // acquire_cross gave every planned request one
-        b.cross.push_back(it.seq->request->cross.get());
-      }
-    }
-    if (!batch_media_.empty()) {
-      const int64_t hidden = decoder_->hidden_size();
-      b.input_embeddings = Tensor::zeros({T, hidden}, DType::f32);
-      float* dst = b.input_embeddings.data<float>();
-      for (const auto& [row, src] : batch_media_) std::copy(src, src + hidden, dst + row * hidden);
-    }
+    for (const auto& stage : inputs_) stage->fill(items, T, b);
     Tensor logits;
     std::string error;
     // The turn covers the forward and the sampling (both run on the replica's team); it ends
@@ -1363,10 +857,7 @@ void GenerateEngine::fork_choices(Sequence& first) {
     // NOTE: each choice has its own processor (its rules track its own tokens); forks do not
     // see choice 0's probe.
     if (rs.input->logits_processor) f->processor = rs.input->logits_processor(c);
-    const size_t tail = std::min(rs.input->prompt.size(), kDetokenizerPromptTail);
-    f->detokenizer = std::make_unique<IncrementalDetokenizer>(
-        frontend_->tokenizer(), std::span<const int32_t>(rs.input->prompt).last(tail), p.stop,
-        /*skip_special_tokens=*/true, p.min_tokens);
+    output_->start(*f);
     running_.push_back(f.get());
     rs.choices.push_back(std::move(f));
   }
@@ -1394,20 +885,19 @@ bool GenerateEngine::add_token(Sequence& s, const SampledToken& t) {
   const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), t.token) != eos.end();
   const bool is_stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t.token) != p.stop_token_ids.end();
   if (may_stop && (is_eos || is_stop_id)) {
-    s.output.text += s.detokenizer->finish();
+    output_->flush(s);
     finish(s, FinishReason::stop);
     return false;
   }
-  const IncrementalDetokenizer::Step d = s.detokenizer->push(t.token);
-  s.output.text += d.text;
+  const bool stopped = output_->push(s, t.token);
   s.output.tokens.push_back(t.token);
   if (p.logprobs) s.output.logprobs.push_back(t.logprobs);
-  if (d.stopped) {
+  if (stopped) {
     finish(s, FinishReason::stop);
     return false;
   }
   if (s.num_generated >= p.max_tokens || int64_t(s.tokens.size()) >= max_context_) {
-    s.output.text += s.detokenizer->finish();
+    output_->flush(s);
     finish(s, FinishReason::length);
     return false;
   }
@@ -1427,8 +917,8 @@ void GenerateEngine::finish(Sequence& s, FinishReason reason) {
 }
 
 void GenerateEngine::publish_full_blocks(Sequence& s) {
-  // NOTE: blocks computed against audio are keyed by more than their ids: never published.
-  if (!pool_->prefix_caching() || s.request->input->audio) return;
+  // NOTE: blocks whose K/V an input stage keys by more than the tokens are never published.
+  if (!pool_->prefix_caching() || !keys_kv_by_tokens(*s.request)) return;
   const int bs = pool_->block_size();
   // NOTE: only blocks whose every position is below num_computed hold final tokens' K/V.
   while (int64_t(s.num_published + 1) * bs <= s.num_computed && size_t(s.num_published) < s.blocks.size()) {
