@@ -37,6 +37,7 @@
 #include "runtime/isa.h"
 #include "runtime/threads.h"
 #include "serving/deployment_set.h"
+#include "serving/work_pool.h"
 #include "serving/echo_engine.h"
 #include "serving/metrics.h"
 
@@ -204,13 +205,18 @@ int run_serve(const ServeOptions& options) {
   std::optional<prism::engines::transcribe::AsrServices> asr_services(std::in_place, deployments);
   prism::engines::transcribe::AsrServices& asr = *asr_services;
 
+  // Requests' media are fetched and decoded here, off the HTTP threads (a team of one each:
+  // runtime/threads.h). Declared after the deployments: queued jobs still submit to them.
+  serving::WorkPool media_pool("media", config.server.limits.num_media_threads,
+                               size_t(config.server.limits.max_media_queue), [] { omp_set_num_threads(1); });
+
   api::Router router;
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   api::add_operational_routes(router, {&deployments, &metrics, now_s});
   api::add_echo_routes(router, deployments);
   api::add_embeddings_routes(router, deployments);
-  api::add_chat_completions_routes(router, deployments);
+  api::add_chat_completions_routes(router, deployments, media_pool);
   api::add_completions_routes(router, deployments);
   if (Status s = api::add_search_routes(router, deployments); !s.ok()) return fail(s.message());
   api::add_realtime_routes(router, asr);

@@ -575,7 +575,7 @@ PeerFigures run_peer(const Options& o, const std::vector<int32_t>& prompt, int g
 // ratios (both sides of a ratio measured seconds apart).
 void run_precisions(const Options& o, std::mt19937& rng) {
   struct Row {
-    Precision precision;
+    Precision precision = Precision::f32;
     std::unique_ptr<prism::models::Decoder> model;
     DType kv = DType::bf16;
     std::vector<double> decode_tps, roofline_share, prefill_tps, prefill_gflops;
@@ -590,7 +590,9 @@ void run_precisions(const Options& o, std::mt19937& rng) {
                   loaded.status().to_string().c_str());
       continue;
     }
-    Row r{p, std::move(*loaded)};
+    Row r;
+    r.precision = p;
+    r.model = std::move(*loaded);
     r.kv = p == Precision::f32 ? DType::f32 : DType::bf16;  // kv_cache_dtype "auto"
     model_decode(*r.model, random_tokens(8, r.model->vocab_size(), rng), 2, r.kv, 1.0);  // warm-up
     model_prefill(*r.model, 64, r.kv, rng);                                              // warm-up

@@ -131,6 +131,8 @@ Status ServerLimits::validate() const {
   PRISM_RETURN_IF_ERROR(check_range("shutdown_grace_ms", shutdown_grace_ms, 0, kMax));
   PRISM_RETURN_IF_ERROR(check_range("max_connections", max_connections, 1, 1 << 20));
   PRISM_RETURN_IF_ERROR(check_range("num_io_threads", num_io_threads, 1, 64));
+  PRISM_RETURN_IF_ERROR(check_range("num_media_threads", num_media_threads, 1, 256));
+  PRISM_RETURN_IF_ERROR(check_range("max_media_queue", max_media_queue, 1, 1 << 20));
   return {};
 }
 
@@ -377,6 +379,8 @@ Status read_limits(Config& c, const toml::table& t) {
   PRISM_RETURN_IF_ERROR(r.read("shutdown_grace_ms", l.shutdown_grace_ms));
   PRISM_RETURN_IF_ERROR(r.read("max_connections", l.max_connections));
   PRISM_RETURN_IF_ERROR(r.read("num_io_threads", l.num_io_threads));
+  PRISM_RETURN_IF_ERROR(r.read("num_media_threads", l.num_media_threads));
+  PRISM_RETURN_IF_ERROR(r.read("max_media_queue", l.max_media_queue));
   return r.check_unknown();
 }
 
@@ -570,7 +574,9 @@ nlohmann::json config_to_json(const Config& c) {
                    {"request_timeout_ms", l.request_timeout_ms},
                    {"shutdown_grace_ms", l.shutdown_grace_ms},
                    {"max_connections", l.max_connections},
-                   {"num_io_threads", l.num_io_threads}}},
+                   {"num_io_threads", l.num_io_threads},
+                   {"num_media_threads", l.num_media_threads},
+                   {"max_media_queue", l.max_media_queue}}},
                  {"media_cache",
                   {{"max_bytes", c.server.media_cache.max_bytes},
                    {"dir", c.server.media_cache.dir},

@@ -30,6 +30,8 @@ struct ServerLimits {
   int64_t shutdown_grace_ms = 10'000;     // SIGTERM: drain in-flight work up to this long
   int64_t max_connections = 4096;         // beyond it new connections are refused
   int num_io_threads = 2;                 // Asio threads (JSON, tokenization run there too)
+  int num_media_threads = 4;              // workers fetching and decoding request media (work_pool.h)
+  int64_t max_media_queue = 256;          // requests waiting for a media worker; beyond it 429
 
   Status validate() const;  // message "key: problem", key relative to [server.limits]
 };

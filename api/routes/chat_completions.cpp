@@ -1,7 +1,7 @@
 // api/routes/chat_completions.cpp: POST /v1/chat/completions. The handler reads the fields,
 // renders and tokenizes the conversation with the deployment's GenerateFrontend (a VLM's
-// images and videos prepared on the way: chat_media.h), and hands one request (n choices) to
-// a GenerateCall, which answers or streams.
+// images and videos prepared on the way, on a media worker: chat_media.h), and hands one
+// request (n choices) to a GenerateCall, which answers or streams.
 #include "api/routes/chat_completions.h"
 
 #include <memory>
@@ -34,40 +34,39 @@ Result<text::ChatRequest> read_chat_request(const ojson& body, ApiError& error) 
 
 namespace {
 
-void post_chat_completions(serving::DeploymentSet& deployments, const Request& request, Responder responder) {
-  JsonFields f(request.body);
-  const std::string model = f.required_string("model");
-  if (f.ok() && !f.has("messages")) f.fail_missing("messages");
-  const GenerateFields fields = read_generate_fields(f, GenerateApi::chat);
-  if (!f.ok()) return (void)responder.send(error_response(f.error()));
-  // A second parse that keeps key order: the template's tojson prints tools as sent.
-  const ojson body = ojson::parse(request.body, nullptr, /*allow_exceptions=*/false);
-  ApiError error;
+// What the I/O thread read from a request, for the rest of its preparation.
+struct ChatJob {
+  std::string model;
+  std::string request_id;
+  GenerateFields fields;
+  ojson body;
+  text::ChatRequest chat;
   std::vector<MediaPart> media;
-  Result<text::ChatRequest> chat = read_conversation(body, error, &media);
-  if (!chat.has_value()) return (void)responder.send(error_response(error));
+  serving::Deployment* deployment = nullptr;  // not owned; outlives the server
+  std::shared_ptr<const gen::GenerateFrontend> frontend;
+};
 
-  Result<serving::Deployment*> d = find_deployment(deployments, model, kTask, error);
-  if (!d.has_value()) return (void)responder.send(error_response(error));
-  auto frontend = std::dynamic_pointer_cast<const gen::GenerateFrontend>(d.value()->frontend());
-  if (frontend == nullptr)
-    return (void)responder.send(error_response(not_ready("The model '" + model + "' is not ready yet.")));
-
-  // NOTE: a VLM's media are fetched, decoded and preprocessed here, on the I/O thread.
-  Result<ChatPrompt> prompt = build_chat_prompt(*frontend, model, body, chat.value(), media, error);
+// Renders and tokenizes the conversation (fetching, decoding and preprocessing its media), then
+// hands the request to a GenerateCall. On a media worker when the request has media, else on
+// the I/O thread.
+void prepare_and_run(ChatJob job, Responder responder) {
+  if (responder.cancelled()) return;  // the client left while the job waited
+  ApiError error;
+  Result<ChatPrompt> prompt = build_chat_prompt(*job.frontend, job.model, job.body, job.chat, job.media, error);
   if (!prompt.has_value()) {
     if (error.status >= 500)
-      PRISM_LOG_ERROR("request {}: preparing the prompt failed: {}", request.request_id, prompt.status().message());
+      PRISM_LOG_ERROR("request {}: preparing the prompt failed: {}", job.request_id, prompt.status().message());
     return (void)responder.send(error_response(error));
   }
   const int64_t prompt_tokens = static_cast<int64_t>(prompt->ids.size());
   Result<std::unique_ptr<gen::GenerateInput>> input =
-      build_generate_input(*frontend, std::move(prompt->ids), fields, "messages", error);
+      build_generate_input(*job.frontend, std::move(prompt->ids), job.fields, "messages", error);
   if (!input.has_value()) return (void)responder.send(error_response(error));
   input.value()->media = std::move(prompt->media);
 
+  const GenerateFields& fields = job.fields;
   GenerateCallSpec spec;
-  spec.header = make_reply_header(GenerateApi::chat, model, *d.value(), request.request_id, fields.include_usage);
+  spec.header = make_reply_header(GenerateApi::chat, job.model, *job.deployment, job.request_id, fields.include_usage);
   spec.n = fields.n;
   spec.stream = fields.stream;
   spec.logprobs = fields.logprobs;
@@ -75,20 +74,52 @@ void post_chat_completions(serving::DeploymentSet& deployments, const Request& r
   spec.prompt_tokens = {prompt_tokens};
   spec.image_tokens = prompt->image_tokens;
   spec.video_tokens = prompt->video_tokens;
-  spec.token_text = [frontend](int32_t token) { return frontend->token_text(token); };
+  spec.token_text = [frontend = job.frontend](int32_t token) { return frontend->token_text(token); };
   spec.lane = fields.lane;
-  spec.request_id = request.request_id;
+  spec.request_id = job.request_id;
   std::vector<std::unique_ptr<gen::GenerateInput>> inputs;
   inputs.push_back(std::move(input).value());
-  GenerateCall::run(*d.value(), std::move(responder), std::move(spec), std::move(inputs));
+  GenerateCall::run(*job.deployment, std::move(responder), std::move(spec), std::move(inputs));
+}
+
+void post_chat_completions(serving::DeploymentSet& deployments, serving::WorkPool& media_pool, const Request& request,
+                           Responder responder) {
+  JsonFields f(request.body);
+  ChatJob job;
+  job.model = f.required_string("model");
+  if (f.ok() && !f.has("messages")) f.fail_missing("messages");
+  job.fields = read_generate_fields(f, GenerateApi::chat);
+  if (!f.ok()) return (void)responder.send(error_response(f.error()));
+  // A second parse that keeps key order: the template's tojson prints tools as sent.
+  job.body = ojson::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  ApiError error;
+  Result<text::ChatRequest> chat = read_conversation(job.body, error, &job.media);
+  if (!chat.has_value()) return (void)responder.send(error_response(error));
+  job.chat = std::move(chat).value();
+
+  Result<serving::Deployment*> d = find_deployment(deployments, job.model, kTask, error);
+  if (!d.has_value()) return (void)responder.send(error_response(error));
+  job.deployment = d.value();
+  job.frontend = std::dynamic_pointer_cast<const gen::GenerateFrontend>(job.deployment->frontend());
+  if (job.frontend == nullptr)
+    return (void)responder.send(error_response(not_ready("The model '" + job.model + "' is not ready yet.")));
+  job.request_id = request.request_id;
+
+  // NOTE: media are fetched (a remote host may answer slowly), decoded and preprocessed on a
+  // media worker, never on the I/O thread; a full worker queue is a 429.
+  if (job.media.empty()) return prepare_and_run(std::move(job), std::move(responder));
+  auto shared_job = std::make_shared<ChatJob>(std::move(job));
+  if (!media_pool.try_post([shared_job, responder]() mutable { prepare_and_run(std::move(*shared_job), responder); }))
+    return (void)responder.send(error_response(overloaded(1, "media preparation")));
 }
 
 }  // namespace
 
-void add_chat_completions_routes(Router& router, serving::DeploymentSet& deployments) {
+void add_chat_completions_routes(Router& router, serving::DeploymentSet& deployments, serving::WorkPool& media_pool) {
   serving::DeploymentSet* set = &deployments;
-  router.add("POST", "/v1/chat/completions", [set](const Request& request, Responder responder) {
-    post_chat_completions(*set, request, std::move(responder));
+  serving::WorkPool* pool = &media_pool;
+  router.add("POST", "/v1/chat/completions", [set, pool](const Request& request, Responder responder) {
+    post_chat_completions(*set, *pool, request, std::move(responder));
   });
 }
 

@@ -10,7 +10,9 @@
 // The conversation is rendered with the model's own chat template and tokenized here, on the
 // I/O thread (GenerateFrontend::chat_prompt); the engine sees checked token ids.
 // A vision-language deployment also takes image_url and video_url content parts: they are
-// read, decoded and preprocessed here too (chat_media.h) and travel as GenerateInput::media.
+// read, decoded and preprocessed (chat_media.h) on a worker of the media pool, never on the
+// I/O thread, with the rest of the request's preparation, and travel as GenerateInput::media.
+// A full media queue answers 429 with Retry-After.
 // Tools are passed to the template; tool calls are not parsed out of the output.
 // Must not: block an I/O thread, or see tensors.
 #pragma once
@@ -21,12 +23,13 @@
 #include "api/router.h"
 #include "base/status.h"
 #include "serving/deployment_set.h"
+#include "serving/work_pool.h"
 #include "text/chat_template.h"
 
 namespace prism::api {
 
-// `deployments` is not owned and must outlive the server.
-void add_chat_completions_routes(Router& router, serving::DeploymentSet& deployments);
+// `deployments` and `media_pool` are not owned and must outlive the server.
+void add_chat_completions_routes(Router& router, serving::DeploymentSet& deployments, serving::WorkPool& media_pool);
 
 // ---- the route's pure steps, exposed for tests ----
 

@@ -8,19 +8,19 @@
 // allowed_local_media_dir, and texts and images embedded in one request as unit vectors.
 // The weights are random: tests compare outputs with each other, never with fixed text.
 //
-// Media: PNGs are encoded here (zlib + CRC32); the video is vlm_clip.mp4.base64, a 4-s, 10-fps,
+// Media: PNGs are encoded by lib/png.mjs; the video is vlm_clip.mp4.base64, a 4-s, 10-fps,
 // 64 x 48 MPEG-4 clip (3 KB) written by tests/test_util/video_writer.h with its default spec
 // but 40 frames (write_video({.width = 64, .height = 48, .fps = 10, .num_frames = 40})).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { runPrism, startServer, tempDir, metricValue } from './lib/server.mjs';
 import { importDep } from './lib/deps.mjs';
 import { norm } from './lib/embeddings.mjs';
 import { postJson, poll } from './lib/chat.mjs';
+import { png } from './lib/png.mjs';
 
 const { default: OpenAI } = await importDep('openai');
 
@@ -42,44 +42,6 @@ const CLIP = 'demo-clip';
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const VIDEO_URL = 'data:video/mp4;base64,' +
   fs.readFileSync(path.join(HERE, 'vlm_clip.mp4.base64'), 'utf8').replace(/\s+/g, '');
-
-// ---- PNG encoding ---------------------------------------------------------------------------
-
-const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-
-function crc32(buf) {
-  let c = 0xffffffff;
-  for (const b of buf) c = CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
-
-function chunk(type, data) {
-  const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(data.length);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(body));
-  return Buffer.concat([len, body, crc]);
-}
-
-// An 8-bit RGB PNG of width x height whose pixel (x, y) is colour(x, y) = [r, g, b].
-function png(width, height, colour) {
-  const raw = Buffer.alloc((width * 3 + 1) * height);
-  for (let y = 0; y < height; y++) {
-    const row = y * (width * 3 + 1);  // filter byte 0 (none), then the row's pixels
-    for (let x = 0; x < width; x++) raw.set(colour(x, y), row + 1 + x * 3);
-  }
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr.set([8, 2, 0, 0, 0], 8);  // bit depth 8, colour type RGB, deflate, no filter, no interlace
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr),
-    chunk('IDAT', zlib.deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
-}
 
 const dataUrl = (bytes) => 'data:image/png;base64,' + bytes.toString('base64');
 // Gradients told apart by `seed`: different pixels, so different content keys.
