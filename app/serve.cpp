@@ -215,7 +215,7 @@ int run_serve(const ServeOptions& options) {
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   api::add_operational_routes(router, {&deployments, &metrics, now_s});
   api::add_echo_routes(router, deployments);
-  api::add_embeddings_routes(router, deployments);
+  api::add_embeddings_routes(router, deployments, media_pool);
   api::add_chat_completions_routes(router, deployments, media_pool);
   api::add_completions_routes(router, deployments);
   if (Status s = api::add_search_routes(router, deployments); !s.ok()) return fail(s.message());

@@ -64,11 +64,11 @@ void cancel_on_disconnect(Responder& responder, const serving::RequestPtr& reque
 }
 
 void submit_or_refuse(serving::Deployment& deployment, serving::PayloadPtr payload, serving::Completion on_complete,
-                      int64_t cost_tokens, serving::Lane lane, const Request& http, Responder& responder) {
+                      int64_t cost_tokens, serving::Lane lane, Responder& responder) {
   serving::RequestPtr request = serving::make_request(std::move(payload), std::move(on_complete));
   request->cost_tokens = std::max<int64_t>(1, cost_tokens);
   request->lane = lane;
-  request->request_id = http.request_id;
+  request->request_id = responder.request_id();
   if (auto refused = submit_to(deployment, request)) return (void)responder.send(error_response(*refused));
   cancel_on_disconnect(responder, request);
 }

@@ -42,10 +42,10 @@ std::optional<ApiError> submit_to(serving::Deployment& deployment, const serving
 void cancel_on_disconnect(Responder& responder, const serving::RequestPtr& request);
 
 // What a route does once its payload is ready: builds the request (cost in tokens, at least
-// 1; lane; the HTTP request's id), then submit_to + cancel_on_disconnect, answering the client
-// itself when the request is refused.
+// 1; lane; the HTTP request's id, the responder's), then submit_to + cancel_on_disconnect,
+// answering the client itself when the request is refused. Any thread.
 void submit_or_refuse(serving::Deployment& deployment, serving::PayloadPtr payload, serving::Completion on_complete,
-                      int64_t cost_tokens, serving::Lane lane, const Request& http, Responder& responder);
+                      int64_t cost_tokens, serving::Lane lane, Responder& responder);
 
 // The client's error for a request that completed with a non-ok status (engine failure,
 // deadline, shutdown). Cancelled requests have no client left: callers skip them.

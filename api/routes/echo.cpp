@@ -88,7 +88,7 @@ void post_echo(serving::DeploymentSet& deployments, const Request& request, Resp
                                                   {"model", model},
                                                   {"output", std::move(output)}})));
       },
-      cost, lane, request, responder);
+      cost, lane, responder);
 }
 
 // Requests of one WebSocket connection still running, cancelled when it closes.

@@ -1,5 +1,6 @@
-// api/routes/embeddings.cpp: POST /v1/embeddings. The handler parses, tokenizes and prepares
-// images on the I/O thread, queues checked token ids and pixel views on the deployment, and
+// api/routes/embeddings.cpp: POST /v1/embeddings. The handler parses and tokenizes on the I/O
+// thread, prepares images on a media worker, queues checked token ids and pixel views on the
+// deployment, and
 // formats the vectors when the engine completes. Vectors are written by hand rather than through nlohmann::json, which
 // would print each float widened to a double with 17 digits.
 #include "api/routes/embeddings.h"
@@ -293,7 +294,41 @@ void answer(Responder& responder, const ReplyShape& shape, Result<serving::Paylo
   responder.send(std::move(response));
 }
 
-void post_embeddings(serving::DeploymentSet& deployments, const Request& request, Responder responder) {
+// Prepares the request's images (fetch, decode, preprocess) into payload and submits it.
+// On a media worker when the request has images, else on the I/O thread.
+void submit_embeddings(serving::Deployment& deployment, std::unique_ptr<engines::encode::EmbedInput> payload,
+                       const engines::encode::EmbedFrontend& frontend, const EmbeddingInputs& inputs, ReplyShape shape,
+                       serving::Lane lane, Responder responder) {
+  Result<std::vector<engines::encode::EmbedImage>> images = prepare_images(inputs, frontend);
+  if (!images.has_value()) {
+    if (images.status().code() == StatusCode::internal)
+      PRISM_LOG_ERROR("request {}: preparing an image failed: {}", responder.request_id(), images.status().message());
+    return (void)responder.send(error_response(from_status(images.status(), "input")));
+  }
+  shape.images = static_cast<int64_t>(images->size());
+  payload->images = std::move(images).value();
+  // An image costs the positions its tower runs, as a text costs its tokens.
+  const int64_t cost = shape.prompt_tokens + shape.images * frontend.image_tokens();
+  submit_or_refuse(
+      deployment, std::move(payload),
+      [responder, shape = std::move(shape)](Result<serving::PayloadPtr> result) mutable {
+        answer(responder, shape, result);
+      },
+      cost, lane, responder);
+}
+
+// What the I/O thread read from a request with images, for a media worker.
+struct EmbedJob {
+  serving::Deployment* deployment;  // not owned; outlives the server
+  std::shared_ptr<const engines::encode::EmbedFrontend> frontend;
+  EmbeddingInputs inputs;
+  std::unique_ptr<engines::encode::EmbedInput> payload;  // the texts' token ids
+  ReplyShape shape;
+  serving::Lane lane;
+};
+
+void post_embeddings(serving::DeploymentSet& deployments, serving::WorkPool& media_pool, const Request& request,
+                     Responder responder) {
   JsonFields f(request.body);
   ReplyShape shape;
   shape.model = f.required_string("model");
@@ -323,37 +358,34 @@ void post_embeddings(serving::DeploymentSet& deployments, const Request& request
   Result<std::vector<std::vector<int32_t>>> sequences = tokenize_inputs(inputs.value(), *frontend, truncate);
   if (!sequences.has_value())
     return (void)responder.send(error_response(from_status(sequences.status(), "input")));
-  Result<std::vector<engines::encode::EmbedImage>> images = prepare_images(inputs.value(), *frontend);
-  if (!images.has_value()) {
-    if (images.status().code() == StatusCode::internal)
-      PRISM_LOG_ERROR("request {}: preparing an image failed: {}", responder.request_id(), images.status().message());
-    return (void)responder.send(error_response(from_status(images.status(), "input")));
-  }
-
-  for (const std::vector<int32_t>& s : sequences.value()) shape.prompt_tokens += static_cast<int64_t>(s.size());
+  for (const std::vector<int32_t>& seq : sequences.value()) shape.prompt_tokens += static_cast<int64_t>(seq.size());
   shape.space_id = frontend->space_id();
   shape.normalized = frontend->normalize();
-  shape.images = static_cast<int64_t>(images->size());
   auto payload = std::make_unique<engines::encode::EmbedInput>();
   payload->sequences = std::move(sequences).value();
-  payload->images = std::move(images).value();
   payload->dims = dims;
-  // An image costs the positions its tower runs, as a text costs its tokens.
-  const int64_t cost = shape.prompt_tokens + shape.images * frontend->image_tokens();
-  submit_or_refuse(
-      *d.value(), std::move(payload),
-      [responder, shape = std::move(shape)](Result<serving::PayloadPtr> result) mutable {
-        answer(responder, shape, result);
-      },
-      cost, lane, request, responder);
+  // NOTE: image URLs are fetched (a remote host may answer slowly) and decoded on a media
+  // worker, never on the I/O thread; a full worker queue is a 429.
+  if (inputs->images.empty())
+    return submit_embeddings(*d.value(), std::move(payload), *frontend, inputs.value(), std::move(shape), lane,
+                             std::move(responder));
+  auto job = std::make_shared<EmbedJob>(EmbedJob{d.value(), std::move(frontend), std::move(inputs).value(),
+                                                 std::move(payload), std::move(shape), lane});
+  if (!media_pool.try_post([job, responder]() mutable {
+        if (responder.cancelled()) return;  // the client left while the job waited
+        submit_embeddings(*job->deployment, std::move(job->payload), *job->frontend, job->inputs,
+                          std::move(job->shape), job->lane, std::move(responder));
+      }))
+    return (void)responder.send(error_response(overloaded(1, "media preparation")));
 }
 
 }  // namespace
 
-void add_embeddings_routes(Router& router, serving::DeploymentSet& deployments) {
+void add_embeddings_routes(Router& router, serving::DeploymentSet& deployments, serving::WorkPool& media_pool) {
   serving::DeploymentSet* set = &deployments;
-  router.add("POST", "/v1/embeddings", [set](const Request& request, Responder responder) {
-    post_embeddings(*set, request, std::move(responder));
+  serving::WorkPool* pool = &media_pool;
+  router.add("POST", "/v1/embeddings", [set, pool](const Request& request, Responder responder) {
+    post_embeddings(*set, *pool, request, std::move(responder));
   });
 }
 

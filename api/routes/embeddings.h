@@ -10,11 +10,10 @@
 // arrays (at most kMaxEmbeddingInputs inputs); for dual encoders (CLIP, SigLIP) an array may
 // also hold image objects among its strings: {"type": "image_url", "image_url": {"url": URL}}
 // (OpenAI's chat content part), {"type": "text", "text": ...}, or {"image": URL} (TEI's style).
-// Texts are tokenized and images read, decoded and preprocessed here, on the I/O thread, with
-// the deployment's EmbedFrontend; the engine only sees checked token ids and pixel views.
-// Must not: see tensors (the frontend and payload are plain data), or block an I/O thread
-// beyond reading an image URL (an allowlisted remote image waits at most the media policy's
-// timeout, as chat's image parts do).
+// Texts are tokenized on the I/O thread and images read, decoded and preprocessed on a worker
+// of the media pool (a full queue: 429), with the deployment's EmbedFrontend; the engine only
+// sees checked token ids and pixel views.
+// Must not: see tensors (the frontend and payload are plain data), or block an I/O thread.
 #pragma once
 
 #include <cstddef>
@@ -31,11 +30,12 @@
 #include "base/status.h"
 #include "engines/encode/embed_frontend.h"
 #include "serving/deployment_set.h"
+#include "serving/work_pool.h"
 
 namespace prism::api {
 
 // `deployments` is not owned and must outlive the server.
-void add_embeddings_routes(Router& router, serving::DeploymentSet& deployments);
+void add_embeddings_routes(Router& router, serving::DeploymentSet& deployments, serving::WorkPool& media_pool);
 
 // ---- the route's pure steps, exposed for tests ----
 

@@ -142,7 +142,7 @@ void post_search(serving::DeploymentSet& deployments, const IndexMap& indexes, c
       [responder, call = std::move(call)](Result<serving::PayloadPtr> result) mutable {
         answer(responder, call, result);
       },
-      cost, lane, request, responder);
+      cost, lane, responder);
 }
 
 }  // namespace

@@ -232,7 +232,7 @@ class EmbeddingsImageRoute : public ::testing::Test {
     deployments_.start_all();
     ASSERT_TRUE(deployments_.wait_ready().ok());
     Router router;
-    add_embeddings_routes(router, deployments_);
+    add_embeddings_routes(router, deployments_, media_pool_);
     HttpServerOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
@@ -248,6 +248,7 @@ class EmbeddingsImageRoute : public ::testing::Test {
 
   serving::MetricsRegistry metrics_;
   serving::DeploymentSet deployments_{metrics_};
+  serving::WorkPool media_pool_{"media", 2, 16};
   std::unique_ptr<HttpServer> server_;
 };
 
