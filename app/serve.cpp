@@ -205,22 +205,27 @@ int run_serve(const ServeOptions& options) {
   std::optional<prism::engines::transcribe::AsrServices> asr_services(std::in_place, deployments);
   prism::engines::transcribe::AsrServices& asr = *asr_services;
 
-  // Requests' media are fetched and decoded here, off the HTTP threads (a team of one each:
-  // runtime/threads.h). Declared after the deployments: queued jobs still submit to them.
-  serving::WorkPool media_pool("media", config.server.limits.num_media_threads,
-                               size_t(config.server.limits.max_media_queue), [] { omp_set_num_threads(1); });
+  // Off the HTTP threads, each worker with an OpenMP team of one (runtime/threads.h): requests'
+  // media are fetched and decoded on the media pool, audio uploads decoded, cut by the VAD and
+  // turned into features on the audio pool. Reset after the server stops and before the ASR
+  // services and the deployments, which their jobs use.
+  const auto single_threaded = [] { omp_set_num_threads(1); };
+  std::optional<serving::WorkPool> media_pool(std::in_place, "media", config.server.limits.num_media_threads,
+                                              size_t(config.server.limits.max_media_queue), single_threaded);
+  std::optional<serving::WorkPool> audio_pool(std::in_place, "audio", api::kAudioWorkers,
+                                              size_t(api::kMaxQueuedAudio), single_threaded);
 
   api::Router router;
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   api::add_operational_routes(router, {&deployments, &metrics, now_s});
   api::add_echo_routes(router, deployments);
-  api::add_embeddings_routes(router, deployments, media_pool);
-  api::add_chat_completions_routes(router, deployments, media_pool);
+  api::add_embeddings_routes(router, deployments, *media_pool);
+  api::add_chat_completions_routes(router, deployments, *media_pool);
   api::add_completions_routes(router, deployments);
   if (Status s = api::add_search_routes(router, deployments); !s.ok()) return fail(s.message());
   api::add_realtime_routes(router, asr);
-  api::add_audio_routes(router, deployments, asr);
+  api::add_audio_routes(router, deployments, asr, *audio_pool);
   api::HttpServer server(http_options(config.server), std::move(router));
 
   deployments.start_all();
@@ -254,6 +259,8 @@ int run_serve(const ServeOptions& options) {
   // in flight still reach the running deployments. Once it returns no client is left, so
   // what still waits in a queue is dropped at once (a batch in an engine still finishes).
   Status run = server.run();
+  media_pool.reset();
+  audio_pool.reset();
   asr_services.reset();
   deployments.stop_all(std::chrono::milliseconds(0));
   if (!run.ok()) return fail(run.message());

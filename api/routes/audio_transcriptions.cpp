@@ -11,13 +11,10 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <system_error>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -156,55 +153,6 @@ std::string response_language_name(SpeechTask task, std::string_view code, bool 
 }
 
 namespace {
-
-// The decoding threads. NOTE: each job is one short-lived std::thread (decode, VAD, log-mel,
-// submit) run single-threaded; at most max_jobs at once. The destructor waits for every job:
-// a job uses its deployment, which must outlive it.
-class AudioJobs {
- public:
-  explicit AudioJobs(int max_jobs) : max_jobs_(max_jobs) {}
-  ~AudioJobs() {
-    std::unique_lock lock(state_->mu);
-    state_->idle.wait(lock, [&] { return state_->running == 0; });
-  }
-  AudioJobs(const AudioJobs&) = delete;
-  AudioJobs& operator=(const AudioJobs&) = delete;
-
-  // false: max_jobs are running (or no thread could be started).
-  bool try_start(std::function<void()> job) {
-    {
-      std::lock_guard lock(state_->mu);
-      if (state_->running >= max_jobs_) return false;
-      ++state_->running;
-    }
-    try {
-      std::thread([state = state_, job = std::move(job)]() mutable {
-        job();
-        job = nullptr;  // what it holds goes before the destructor can return
-        {
-          std::lock_guard lock(state->mu);
-          --state->running;
-        }
-        state->idle.notify_all();
-      }).detach();
-    } catch (const std::system_error& e) {
-      PRISM_LOG_ERROR("could not start an audio decoding thread: {}", e.what());
-      std::lock_guard lock(state_->mu);
-      --state_->running;
-      return false;
-    }
-    return true;
-  }
-
- private:
-  struct State {
-    std::mutex mu;
-    std::condition_variable idle;
-    int running = 0;
-  };
-  const int max_jobs_;
-  std::shared_ptr<State> state_ = std::make_shared<State>();  // shared with the threads
-};
 
 // One request, from the job thread to the end of its transcription.
 class AudioCall : public std::enable_shared_from_this<AudioCall> {
@@ -384,7 +332,7 @@ Result<std::shared_ptr<AsrService>> find_service(serving::DeploymentSet& deploym
   return service;
 }
 
-void post_audio(serving::DeploymentSet& deployments, engines::transcribe::AsrServices& asr, AudioJobs& jobs,
+void post_audio(serving::DeploymentSet& deployments, engines::transcribe::AsrServices& asr, serving::WorkPool& jobs,
                 SpeechTask task, const Request& http, Responder responder) {
   AudioRequest request;
   if (auto e = read_audio_request(http.header("Content-Type"), http.body, task, request))
@@ -404,16 +352,16 @@ void post_audio(serving::DeploymentSet& deployments, engines::transcribe::AsrSer
 
   auto call = std::make_shared<AudioCall>(std::move(request), std::move(service).value(), responder);
   call->link_cancellation();
-  if (!jobs.try_start([call] { call->run(); }))
-    responder.send(error_response(overloaded(1, "Audio decoding")));
+  if (!jobs.try_post([call] { call->run(); })) responder.send(error_response(overloaded(1, "Audio decoding")));
 }
 
 }  // namespace
 
-void add_audio_routes(Router& router, serving::DeploymentSet& deployments, engines::transcribe::AsrServices& asr) {
+void add_audio_routes(Router& router, serving::DeploymentSet& deployments, engines::transcribe::AsrServices& asr,
+                      serving::WorkPool& audio_pool) {
   serving::DeploymentSet* set = &deployments;
   engines::transcribe::AsrServices* services = &asr;
-  auto jobs = std::make_shared<AudioJobs>(kMaxAudioJobs);
+  serving::WorkPool* jobs = &audio_pool;
   router.add("POST", "/v1/audio/transcriptions", [set, services, jobs](const Request& request, Responder responder) {
     post_audio(*set, *services, *jobs, SpeechTask::transcribe, request, std::move(responder));
   });

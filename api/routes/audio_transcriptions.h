@@ -25,10 +25,10 @@
 // timestamp_granularities[], stream, prism → 400 naming it; a model of another task → 400
 // "model"; no such model → 404; too many uploads being decoded at once → 429.
 // Threads: the form is parsed and checked on the I/O thread; the audio is decoded (a 25 MB
-// file takes a while), cut by the VAD and turned into log-mel features on a short-lived
-// std::thread per request (at most kMaxAudioJobs at once, each single-threaded: no second
-// compute pool), which then hands the chunks to the engine and ends. Events come back on the
-// engine's thread. A client that disconnects (or a request past its deadline) cancels the
+// file takes a while), cut by the VAD and turned into log-mel features on a worker of the
+// server's audio pool (serving/work_pool.h: kAudioWorkers workers, each single-threaded (no
+// second compute pool), and at most kMaxQueuedAudio uploads waiting; beyond that, 429), which
+// then hands the chunks to the engine. Events come back on the engine's thread. A client that disconnects (or a request past its deadline) cancels the
 // transcription.
 // Must not: block an I/O thread on decoding, or touch tensors.
 #pragma once
@@ -42,15 +42,19 @@
 #include "api/routes/transcript_format.h"
 #include "engines/transcribe/asr_service.h"
 #include "serving/deployment_set.h"
+#include "serving/work_pool.h"
 
 namespace prism::api {
 
-// `deployments` and `asr` are not owned and must outlive the server. The router's handlers
-// own the decoding threads: destroying the last copy of them (the server) waits for the
-// threads still decoding, so destroy the server before `asr` and `deployments`.
-void add_audio_routes(Router& router, serving::DeploymentSet& deployments, engines::transcribe::AsrServices& asr);
+// `deployments`, `asr` and `audio_pool` are not owned. A job uses its deployment and ASR
+// service: destroy the server, then the pool (it runs what is queued and joins), then `asr`
+// and `deployments`.
+void add_audio_routes(Router& router, serving::DeploymentSet& deployments, engines::transcribe::AsrServices& asr,
+                      serving::WorkPool& audio_pool);
 
-inline constexpr int kMaxAudioJobs = 8;  // uploads decoded at once; each holds its samples
+// The audio pool's size: uploads decoded at once, and waiting; each holds its samples.
+inline constexpr int kAudioWorkers = 4;
+inline constexpr int kMaxQueuedAudio = 4;
 
 // ---- the route's pure steps, exposed for tests ----
 

@@ -13,6 +13,7 @@
 
 #include <omp.h>
 
+#include "models/vad/silero_vad.h"
 #include "runtime/compute_gate.h"
 
 namespace prism::engines::transcribe {
@@ -103,6 +104,9 @@ std::vector<media::SpeechSpan> VoiceActivity::spans(std::span<const float> sampl
   return media::speech_spans(probabilities(samples16k), int64_t(samples16k.size()), settings_.params);
 }
 
+VoiceActivity::Stream::Stream() : silero_(std::make_unique<models::SileroState>()) {}
+VoiceActivity::Stream::~Stream() = default;
+
 std::unique_ptr<VoiceActivity::Stream> VoiceActivity::new_stream() const { return std::make_unique<Stream>(); }
 
 std::vector<float> VoiceActivity::step(std::span<const std::span<const float>> windows,
@@ -117,7 +121,7 @@ std::vector<float> VoiceActivity::step(std::span<const std::span<const float>> w
     return probs;
   }
   std::vector<models::SileroState*> states(streams.size());
-  for (size_t i = 0; i < streams.size(); ++i) states[i] = &streams[i]->silero_;
+  for (size_t i = 0; i < streams.size(); ++i) states[i] = streams[i]->silero_.get();
   ComputeGate::Lease turn = ComputeGate::process().acquire(omp_get_max_threads());
   return silero_->step(windows, states);
 }

@@ -13,8 +13,12 @@
 
 #include "base/status.h"
 #include "media/speech_spans.h"
-#include "models/vad/silero_vad.h"
 #include "serving/config.h"
+
+namespace prism::models {
+class SileroVad;
+struct SileroState;
+}  // namespace prism::models
 
 namespace prism::engines::transcribe {
 
@@ -44,11 +48,14 @@ class VoiceActivity {
   // Owned by the stream's user; used with the VoiceActivity that made it.
   class Stream {
    public:
+    Stream();
+    ~Stream();
     int64_t windows() const { return windows_; }  // windows scored so far
 
    private:
     friend class VoiceActivity;
-    models::SileroState silero_;
+    // NOTE: behind a pointer so that this header (which api/ reaches) names no tensor-side type.
+    std::unique_ptr<models::SileroState> silero_;
     media::EnergyVad energy_;
     int64_t windows_ = 0;
   };

@@ -197,6 +197,7 @@ struct Server {
   serving::MetricsRegistry metrics;
   serving::DeploymentSet deployments{metrics};
   std::unique_ptr<engines::transcribe::AsrServices> asr;
+  std::unique_ptr<serving::WorkPool> audio_pool;
   std::unique_ptr<HttpServer> http;
   std::shared_ptr<test::CallGate> gate = std::make_shared<test::CallGate>();
   Status status;
@@ -207,6 +208,7 @@ struct Server {
   ~Server() {
     gate->open();
     http.reset();
+    audio_pool.reset();
     asr.reset();
     deployments.stop_all();
   }
@@ -241,7 +243,8 @@ struct Server {
     PRISM_RETURN_IF_ERROR(deployments.wait_ready());
     asr = std::make_unique<engines::transcribe::AsrServices>(deployments);
     Router router;
-    add_audio_routes(router, deployments, *asr);
+    audio_pool = std::make_unique<serving::WorkPool>("audio", kAudioWorkers, size_t(kMaxQueuedAudio));
+    add_audio_routes(router, deployments, *asr, *audio_pool);
     HttpServerOptions o;
     o.host = "127.0.0.1";
     o.port = 0;

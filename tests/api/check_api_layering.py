@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""The api layer's rules, checked on the real build (CTest: api_layering).
+
+1. No file under api/ reaches a runtime/ header, directly or through other headers: the
+   api never touches tensors (STYLE.md). Each api source is preprocessed with its own
+   compile command (compile_commands.json) and its dependency list read (-MM).
+2. Of models/ and engines/ it reaches only the tensor-free headers listed below: the
+   frontends, payloads and services the routes call. The lists shrink as those move to
+   frontends/ and pipelines/ (the architecture issue); a header added to them needs the same
+   care (no tensor type, no model call).
+3. No file under api/ starts a thread, except the HTTP server's own I/O threads
+   (api/http_server.cpp): blocking work goes to a serving::WorkPool the app owns.
+
+Usage: check_api_layering.py SOURCE_DIR BUILD_DIR. Exit 1 with one line per violation.
+"""
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+ALLOWED = {
+    "models": {
+        "models/sentence_embedding.h",  # the sentence-transformers config: plain structs
+    },
+    "engines": {
+        "engines/encode/embed_frontend.h",
+        "engines/encode/embed_payload.h",
+        "engines/encode/vector_index.h",
+        "engines/generate/generate_frontend.h",
+        "engines/generate/generate_payload.h",
+        "engines/generate/logits_processor.h",
+        "engines/generate/sampling_params.h",
+        "engines/generate/speech_processor.h",
+        "engines/generate/vision_processor.h",
+        "engines/transcribe/asr_service.h",
+        "engines/transcribe/chunk_decode.h",
+        "engines/transcribe/live.h",
+        "engines/transcribe/transcript.h",
+        "engines/transcribe/transcription.h",
+        "engines/transcribe/voice_activity.h",
+    },
+}
+THREAD_START = re.compile(r"std::(j?thread)\s*[({]|std::(j?thread)\s+\w+\s*[({]|pthread_create|std::async\s*\(|\.detach\(\)")
+THREADS_ALLOWED = {"api/http_server.cpp"}
+
+
+def dependencies(entry, source_dir):
+    args = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
+    if args and os.path.basename(args[0]) == "ccache":
+        args = args[1:]
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in ("-o", "-MF", "-MT", "-MQ"):
+            skip = True
+            continue
+        if a in ("-c", "-MD", "-MMD"):
+            continue
+        out.append(a)
+    r = subprocess.run(out + ["-MM", "-MG"], cwd=entry["directory"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{entry['file']}: preprocessing failed:\n{r.stderr}")
+    deps = []
+    for d in r.stdout.replace("\\\n", " ").split()[1:]:
+        path = os.path.normpath(os.path.join(entry["directory"], d))
+        if path.startswith(source_dir + os.sep):
+            deps.append(os.path.relpath(path, source_dir))
+    return deps
+
+
+def main():
+    source_dir, build_dir = (os.path.realpath(p) for p in sys.argv[1:3])
+    with open(os.path.join(build_dir, "compile_commands.json")) as f:
+        entries = json.load(f)
+    api = [e for e in entries if os.path.realpath(e["file"]).startswith(os.path.join(source_dir, "api") + os.sep)]
+    if not api:
+        print("no api sources in compile_commands.json")
+        return 1
+    problems = []
+    for e in sorted(api, key=lambda e: e["file"]):
+        rel = os.path.relpath(os.path.realpath(e["file"]), source_dir)
+        for dep in dependencies(e, source_dir):
+            layer = dep.split("/", 1)[0]
+            if layer == "runtime":
+                problems.append(f"{rel} reaches {dep}: the api must not see tensors")
+            elif layer in ALLOWED and dep not in ALLOWED[layer]:
+                problems.append(f"{rel} reaches {dep}: not one of the tensor-free {layer}/ headers the api may use")
+    for root, _, files in os.walk(os.path.join(source_dir, "api")):
+        for name in files:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, source_dir)
+            if not name.endswith((".cpp", ".h")) or rel in THREADS_ALLOWED:
+                continue
+            with open(path) as f:
+                for n, line in enumerate(f, 1):
+                    code = line.split("//", 1)[0]
+                    if THREAD_START.search(code):
+                        problems.append(f"{rel}:{n} starts a thread: hand blocking work to a serving::WorkPool")
+    for p in sorted(set(problems)):
+        print(p)
+    print(f"{len(api)} api sources checked: {len(set(problems))} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
