@@ -100,9 +100,10 @@ void post_chat_completions(serving::DeploymentSet& deployments, serving::WorkPoo
   Result<serving::Deployment*> d = find_deployment(deployments, job.model, kTask, error);
   if (!d.has_value()) return (void)responder.send(error_response(error));
   job.deployment = d.value();
-  job.frontend = std::dynamic_pointer_cast<const gen::GenerateFrontend>(job.deployment->frontend());
-  if (job.frontend == nullptr)
-    return (void)responder.send(error_response(not_ready("The model '" + job.model + "' is not ready yet.")));
+  Result<std::shared_ptr<const gen::GenerateFrontend>> frontend =
+      frontend_of<gen::GenerateFrontend>(*job.deployment, job.model);
+  if (!frontend.has_value()) return (void)responder.send(error_response(completion_error(frontend.status())));
+  job.frontend = std::move(frontend).value();
   job.request_id = request.request_id;
 
   // NOTE: media are fetched (a remote host may answer slowly), decoded and preprocessed on a

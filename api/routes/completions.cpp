@@ -49,9 +49,9 @@ void post_completions(serving::DeploymentSet& deployments, const Request& reques
   ApiError error;
   Result<serving::Deployment*> d = find_deployment(deployments, model, kTask, error);
   if (!d.has_value()) return (void)responder.send(error_response(error));
-  auto frontend = std::dynamic_pointer_cast<const gen::GenerateFrontend>(d.value()->frontend());
-  if (frontend == nullptr)
-    return (void)responder.send(error_response(not_ready("The model '" + model + "' is not ready yet.")));
+  Result<std::shared_ptr<const gen::GenerateFrontend>> typed = frontend_of<gen::GenerateFrontend>(*d.value(), model);
+  if (!typed.has_value()) return (void)responder.send(error_response(completion_error(typed.status())));
+  const std::shared_ptr<const gen::GenerateFrontend> frontend = std::move(typed).value();
 
   GenerateCallSpec spec;
   std::vector<std::unique_ptr<gen::GenerateInput>> inputs;

@@ -7,6 +7,7 @@
 // Must not: know any engine's payload type, or block (it runs on I/O threads).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,19 @@ serving::Lane read_priority(JsonFields& fields);
 // Submits the request; on refusal returns the client's error (429 + Retry-After for a full
 // queue, 503 when the deployment is not ready or stopping).
 std::optional<ApiError> submit_to(serving::Deployment& deployment, const serving::RequestPtr& request);
+
+// The ready deployment's frontend as its task's type F, where routes would downcast:
+// unavailable ("The model 'MODEL' is not ready yet.": a 503 through completion_error) while it
+// loads; internal_error naming the deployment's task when its frontend is of another type (a
+// task registered with the wrong frontend: a bug).
+template <class F>
+Result<std::shared_ptr<const F>> frontend_of(const serving::Deployment& deployment, std::string_view model) {
+  const serving::FrontendPtr frontend = deployment.frontend();
+  if (frontend == nullptr) return unavailable("The model '" + std::string(model) + "' is not ready yet.");
+  if (auto typed = std::dynamic_pointer_cast<const F>(frontend)) return typed;
+  return internal_error("deployment '" + deployment.name() + "' of task \"" + deployment.config().task +
+                        "\" has a frontend of another task");
+}
 
 // When the client goes away (disconnect, request deadline), the queued request is cancelled:
 // it is skipped when batches form, or a looping engine stops it between steps.

@@ -345,9 +345,10 @@ void post_embeddings(serving::DeploymentSet& deployments, serving::WorkPool& med
   ApiError error;
   Result<serving::Deployment*> d = find_deployment(deployments, shape.model, kTask, error);
   if (!d.has_value()) return (void)responder.send(error_response(error));
-  auto frontend = std::dynamic_pointer_cast<const engines::encode::EmbedFrontend>(d.value()->frontend());
-  if (frontend == nullptr)
-    return (void)responder.send(error_response(not_ready("The model '" + shape.model + "' is not ready yet.")));
+  Result<std::shared_ptr<const engines::encode::EmbedFrontend>> typed =
+      frontend_of<engines::encode::EmbedFrontend>(*d.value(), shape.model);
+  if (!typed.has_value()) return (void)responder.send(error_response(completion_error(typed.status())));
+  std::shared_ptr<const engines::encode::EmbedFrontend> frontend = std::move(typed).value();
   if (Status s = frontend->check_dimensions(dims); !s.ok())
     return (void)responder.send(error_response(from_status(s, "dimensions")));
   if (!inputs->images.empty() && !frontend->accepts_images())

@@ -110,9 +110,10 @@ void post_search(serving::DeploymentSet& deployments, const IndexMap& indexes, c
                      "' has no search index: set its deployment's knob search_index to the output folder of "
                      "`prism embed`")));
   call.index = it->second;
-  auto frontend = std::dynamic_pointer_cast<const engines::encode::EmbedFrontend>(d.value()->frontend());
-  if (frontend == nullptr)
-    return (void)responder.send(error_response(not_ready("The model '" + call.model + "' is not ready yet.")));
+  Result<std::shared_ptr<const engines::encode::EmbedFrontend>> typed =
+      frontend_of<engines::encode::EmbedFrontend>(*d.value(), call.model);
+  if (!typed.has_value()) return (void)responder.send(error_response(completion_error(typed.status())));
+  const std::shared_ptr<const engines::encode::EmbedFrontend> frontend = std::move(typed).value();
   if (frontend->space_id() != call.index->info().space_id)
     return (void)responder.send(error_response(
         invalid_field("model", "the search index of '" + call.model + "' was made in another embedding space (" +
