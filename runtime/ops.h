@@ -95,6 +95,10 @@ void add_(Tensor& a, const Tensor& b);  // in place: a += b (b broadcasts to a);
 // Returns [..., H] f32.
 Tensor embedding(const Tensor& table, const Tensor& ids);
 
+// x: [N, D] f32, contiguous; rows: [R] i32 or i64, each in [0, N). Returns x[rows]: [R, D]
+// f32 (a decoder's rows that need logits, picked out of its residual stream).
+Tensor gather_rows(const Tensor& x, const Tensor& rows);
+
 // ---------------------------------------------------------------------------------------
 // Rotary position embeddings.
 enum class RopeStyle : uint8_t {

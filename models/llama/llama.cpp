@@ -5,7 +5,6 @@
 #include "models/llama/llama.h"
 
 #include <cmath>
-#include <cstring>
 #include <numbers>
 #include <string>
 #include <string_view>
@@ -193,7 +192,6 @@ class LlamaDecoder final : public Decoder {
  private:
   Tensor embed_batch(const DecoderBatch& batch) const;
   void layer_forward(const LlamaLayer& L, Tensor& x, const DecoderBatch& batch, const KvLayer& kv) const;
-  Tensor gather_rows(const Tensor& x, const Tensor& rows) const;
 
   LlamaConfig c_;
   LlamaWeights w_;
@@ -243,20 +241,6 @@ void LlamaDecoder::layer_forward(const LlamaLayer& L, Tensor& x, const DecoderBa
   ops::add_(x, ops::linear(act, L.mlp_down_proj));
 }
 
-// x[rows]: [N, hidden] f32.
-Tensor LlamaDecoder::gather_rows(const Tensor& x, const Tensor& rows) const {
-  const int64_t n = rows.size(0), h = x.size(1);
-  const int32_t* r = rows.data<int32_t>();
-  Tensor out = Tensor::empty({n, h}, DType::f32);
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    PRISM_CHECK_MSG(r[i] >= 0 && r[i] < x.size(0), "forward: logits_rows past the batch");
-    std::memcpy(dst + i * h, src + int64_t(r[i]) * h, size_t(h) * sizeof(float));
-  }
-  return out;
-}
-
 Tensor LlamaDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer> kv) {
   const Tensor& ids = batch.token_ids;
   PRISM_CHECK_MSG(ids.dim() == 1 && ids.dtype() == DType::i32 && ids.is_contiguous(), "forward: token_ids must be [T] i32");
@@ -288,7 +272,7 @@ Tensor LlamaDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer>
   Tensor normed;
   {
     ArenaScope scope(&scratch);
-    normed = ops::rms_norm(gather_rows(x, batch.logits_rows), w_.norm, float(c_.rms_norm_eps));  // [N, hidden]
+    normed = ops::rms_norm(ops::gather_rows(x, batch.logits_rows), w_.norm, float(c_.rms_norm_eps));  // [N, hidden]
   }
   ArenaScope scope(result_arena);
   return ops::linear(normed, w_.lm_head);  // [N, vocab] f32

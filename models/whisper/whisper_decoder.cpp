@@ -4,7 +4,6 @@
 // causal self-attention against the paged cache, cross-attention of each sequence over its
 // own segment's CrossKv (batch.cross), GELU MLP, tied LM head. Computes only: no block
 // allocation, scheduling, sampling or logit rules here.
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -240,20 +239,6 @@ void WhisperDecoder::layer_forward(const DecoderLayer& L, int64_t layer, Tensor&
   ops::add_(x, ops::linear(ops::linear(h3, L.fc1, c_.activation), L.fc2));
 }
 
-// x[rows]: [N, d] f32.
-Tensor gather_rows(const Tensor& x, const Tensor& rows) {
-  const int64_t n = rows.size(0), h = x.size(1);
-  const int32_t* r = rows.data<int32_t>();
-  Tensor out = Tensor::empty({n, h}, DType::f32);
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    PRISM_CHECK_MSG(r[i] >= 0 && r[i] < x.size(0), "forward: logits_rows past the batch");
-    std::memcpy(dst + i * h, src + int64_t(r[i]) * h, size_t(h) * sizeof(float));
-  }
-  return out;
-}
-
 Tensor WhisperDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer> kv) {
   check_batch(batch, kv);
   const int64_t t = batch.token_ids.size(0), num_rows = batch.logits_rows.size(0);
@@ -271,7 +256,7 @@ Tensor WhisperDecoder::forward(const DecoderBatch& batch, std::span<const KvLaye
   Tensor normed;
   {
     ArenaScope scope(&scratch);
-    normed = vision::layer_norm(gather_rows(x, batch.logits_rows), w_.layer_norm, kLayerNormEps);  // [N, d]
+    normed = vision::layer_norm(ops::gather_rows(x, batch.logits_rows), w_.layer_norm, kLayerNormEps);  // [N, d]
   }
   ArenaScope scope(result_arena);
   return ops::linear(normed, w_.proj_out);  // [N, vocab] f32
