@@ -4,8 +4,6 @@
 // Computes only: no preprocessing, feature selection or projection here.
 #include "models/vision/vision_tower.h"
 
-#include <algorithm>
-#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,7 +12,6 @@
 
 #include "models/vision/transformer_layer.h"
 #include "runtime/arena.h"
-#include "runtime/threads.h"
 
 namespace prism::models {
 namespace {
@@ -60,34 +57,6 @@ Result<int64_t> int_key(const nlohmann::json& j, const char* key, int64_t fallba
   return v;
 }
 
-// Raster order of patches within a view, each patch's pixels in (channel, row, column) order:
-// the row-major flattening of the conv weight [hidden, C, p, p], so the stride-p conv is one
-// GEMM of these rows against it.
-// pixels [V, C, S, S] f32 → [V * g * g, C * p * p] f32 (pixels past g * p are ignored, as the
-// conv ignores them).
-Tensor patchify(const Tensor& pixels, int64_t p, int64_t g) {
-  const int64_t v = pixels.size(0), c = pixels.size(1), s = pixels.size(2);
-  const int64_t row = c * p * p;
-  Tensor out = Tensor::empty({v * g * g, row}, DType::f32);
-  const float* src = pixels.data<float>();
-  float* dst = out.data<float>();
-  const int64_t per_unit = g * row;  // one band of g patches
-  parallel_for(v * g, std::max<int64_t>(1, 16384 / std::max<int64_t>(per_unit, 1)), [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t view = b / g, gy = b % g;
-      for (int64_t gx = 0; gx < g; ++gx) {
-        float* o = dst + ((view * g + gy) * g + gx) * row;
-        for (int64_t ch = 0; ch < c; ++ch)
-          for (int64_t ky = 0; ky < p; ++ky) {
-            const float* in = src + ((view * c + ch) * s + gy * p + ky) * s + gx * p;
-            std::memcpy(o + (ch * p + ky) * p, in, size_t(p) * sizeof(float));
-          }
-      }
-    }
-  });
-  return out;
-}
-
 // cu_seqlens [n + 1] i32 of n sequences of `len` tokens each.
 Tensor uniform_cu_seqlens(int64_t n, int64_t len) {
   Tensor cu = Tensor::empty({n + 1}, DType::i32);
@@ -107,7 +76,7 @@ struct PoolingHead {
 };
 
 struct VisionWeights {
-  // embeddings.patch_embedding.weight [hidden, C, p, p] as a linear over patchify's rows (+ bias: SigLIP).
+  // embeddings.patch_embedding.weight [hidden, C, p, p] as a linear over ops::patchify's rows (+ bias: SigLIP).
   ops::LinearWeight patch_embedding;
   Tensor class_embedding;     // [hidden] f32 (CLIP)
   Tensor position_embedding;  // [num_positions, hidden] f32
@@ -261,7 +230,7 @@ Tensor VisionTower::Impl::embed(const Tensor& pixels) const {
   Arena* const out = current_arena();
   vision::ForwardArenas& arenas = vision::forward_arenas();
   ArenaScope scope(&arenas.scratch);
-  const Tensor patches = ops::linear(patchify(pixels, c.patch_size, g), w.patch_embedding).view({v, g * g, h});
+  const Tensor patches = ops::linear(ops::patchify(pixels, c.patch_size), w.patch_embedding).view({v, g * g, h});
   if (c.kind == VisionTowerKind::siglip) {
     ArenaScope to_out(out);
     return ops::add(patches, w.position_embedding).view({v * n, h});
