@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "models/common/scratch_arena.h"
 #include "runtime/arena.h"
 
 namespace prism::models {
@@ -162,15 +163,6 @@ Tensor scaled_rope_inv_freq(const LlamaConfig& c) {
   return inv_freq;
 }
 
-// NOTE: a forward's intermediates live in a per-thread scratch arena reset at every layer,
-// so memory is one layer's worth whatever the depth and a steady state allocates nothing.
-// The residual stream (updated in place), the gathered rows and the logits go to the
-// caller's arena (the engine's step arena, or the heap), which outlives the call.
-Arena& scratch_arena() {
-  thread_local Arena arena;
-  return arena;
-}
-
 class LlamaDecoder final : public Decoder {
  public:
   LlamaDecoder(LlamaConfig config, LlamaWeights weights)
@@ -261,7 +253,7 @@ Tensor LlamaDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer>
   if (t == 0) return Tensor::empty({0, c_.vocab_size}, DType::f32);
   Arena* const result_arena = current_arena();  // the caller's (null: heap)
   Tensor x = embed_batch(batch);                // [T, hidden] f32, the residual stream
-  Arena& scratch = scratch_arena();
+  Arena& scratch = common::scratch_arena();
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     scratch.reset();
     ArenaScope scope(&scratch);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "models/common/scratch_arena.h"
 #include "models/vision/transformer_layer.h"
 #include "models/whisper/whisper.h"
 #include "models/whisper/whisper_weights.h"
@@ -85,15 +86,6 @@ Result<DecoderWeights> load_weights(const WeightSource& src, const WhisperConfig
     PRISM_ASSIGN_OR_RETURN(w.proj_out, ops::pack_linear(w.embed_tokens, Tensor(), precision));
   }
   return w;
-}
-
-// NOTE: a forward's intermediates live in a per-thread scratch arena reset at every layer,
-// so memory is one layer's worth whatever the depth and a steady state allocates nothing.
-// The residual stream (updated in place), the gathered rows and the logits go to the
-// caller's arena (the engine's step arena, or the heap), which outlives the call.
-Arena& scratch_arena() {
-  thread_local Arena arena;
-  return arena;
 }
 
 class WhisperDecoder final : public Decoder {
@@ -180,10 +172,10 @@ Tensor WhisperDecoder::embed_batch(const DecoderBatch& batch) const {
       if (pid[i] == -1) x.select(0, i).copy_from(e.select(0, i));
   }
   {
-    ArenaScope scope(&scratch_arena());
+    ArenaScope scope(&common::scratch_arena());
     ops::add_(x, ops::embedding(w_.embed_positions, batch.positions));  // + [T, d] positions, in place
   }
-  scratch_arena().reset();
+  common::scratch_arena().reset();
   return x;
 }
 
@@ -245,7 +237,7 @@ Tensor WhisperDecoder::forward(const DecoderBatch& batch, std::span<const KvLaye
   if (t == 0) return Tensor::empty({0, c_.vocab_size}, DType::f32);
   Arena* const result_arena = current_arena();  // the caller's (null: heap)
   Tensor x = embed_batch(batch);                // [T, d] f32, the residual stream
-  Arena& scratch = scratch_arena();
+  Arena& scratch = common::scratch_arena();
   for (int64_t l = 0; l < c_.decoder_layers; ++l) {
     scratch.reset();
     ArenaScope scope(&scratch);
