@@ -11,7 +11,7 @@
 
 #include "formats/safetensors.h"
 #include "models/common/scratch_arena.h"
-#include "models/vision/transformer_layer.h"
+#include "models/common/transformer_layer.h"
 #include "models/whisper/whisper.h"
 #include "models/whisper/whisper_weights.h"
 #include "runtime/arena.h"
@@ -20,7 +20,7 @@ namespace prism::models {
 namespace {
 
 using formats::WeightSource;
-using vision::LayerNormWeights;
+using common::LayerNormWeights;
 
 constexpr float kLayerNormEps = 1e-5f;  // nn.LayerNorm's default, which Whisper keeps
 
@@ -50,14 +50,14 @@ Result<DecoderLayer> load_layer(const WeightSource& src, const std::string& p, c
                                 ops::Precision precision) {
   const int64_t d = c.d_model, ffn = c.decoder_ffn_dim;
   DecoderLayer L;
-  PRISM_ASSIGN_OR_RETURN(L.self_attn_layer_norm, vision::load_layer_norm(src, p + "self_attn_layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(L.self_attn_layer_norm, common::load_layer_norm(src, p + "self_attn_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.self_attn_qkv_proj, whisper::load_self_attn_qkv(src, p, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.self_attn_out_proj, whisper::load_linear(src, p + "self_attn.out_proj", d, d, precision));
-  PRISM_ASSIGN_OR_RETURN(L.encoder_attn_layer_norm, vision::load_layer_norm(src, p + "encoder_attn_layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(L.encoder_attn_layer_norm, common::load_layer_norm(src, p + "encoder_attn_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.encoder_attn_q_proj, whisper::load_linear(src, p + "encoder_attn.q_proj", d, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.encoder_attn_out_proj,
                          whisper::load_linear(src, p + "encoder_attn.out_proj", d, d, precision));
-  PRISM_ASSIGN_OR_RETURN(L.final_layer_norm, vision::load_layer_norm(src, p + "final_layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(L.final_layer_norm, common::load_layer_norm(src, p + "final_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.fc1, whisper::load_linear(src, p + "fc1", ffn, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.fc2, whisper::load_linear(src, p + "fc2", d, ffn, precision));
   return L;
@@ -76,7 +76,7 @@ Result<DecoderWeights> load_weights(const WeightSource& src, const WhisperConfig
                            load_layer(src, dec + "layers." + std::to_string(i) + ".", c, precision));
     w.layers.push_back(std::move(layer));
   }
-  PRISM_ASSIGN_OR_RETURN(w.layer_norm, vision::load_layer_norm(src, dec + "layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(w.layer_norm, common::load_layer_norm(src, dec + "layer_norm", d));
   // NOTE: proj_out is tied to embed_tokens and transformers drops it on save; an export that
   // writes it anyway is read (it equals the table).
   if (src.contains("proj_out.weight")) {
@@ -212,7 +212,7 @@ Tensor WhisperDecoder::cross_attention(const Tensor& q, const DecoderBatch& batc
 void WhisperDecoder::layer_forward(const DecoderLayer& L, int64_t layer, Tensor& x, const DecoderBatch& batch,
                                    const KvLayer& kv) const {
   const int64_t t = x.size(0), heads = c_.decoder_heads, head_dim = c_.decoder_head_dim(), d = c_.d_model;
-  const Tensor h = vision::layer_norm(x, L.self_attn_layer_norm, kLayerNormEps);
+  const Tensor h = common::layer_norm(x, L.self_attn_layer_norm, kLayerNormEps);
   const Tensor qkv = ops::linear(h, L.self_attn_qkv_proj).view({t, 3 * heads, head_dim});  // [T, 3 H, D]
   const Tensor q = qkv.slice(1, 0, heads);  // [T, H, D] strided views of qkv
   const Tensor k = qkv.slice(1, heads, 2 * heads);
@@ -222,12 +222,12 @@ void WhisperDecoder::layer_forward(const DecoderLayer& L, int64_t layer, Tensor&
   const Tensor self = ops::paged_attention(q, batch.cu_seqlens_q, cache);  // [T, H, D], causal
   ops::add_(x, ops::linear(self.view({t, d}), L.self_attn_out_proj));
 
-  const Tensor h2 = vision::layer_norm(x, L.encoder_attn_layer_norm, kLayerNormEps);
+  const Tensor h2 = common::layer_norm(x, L.encoder_attn_layer_norm, kLayerNormEps);
   const Tensor cq = ops::linear(h2, L.encoder_attn_q_proj).view({t, heads, head_dim});
   const Tensor cross = cross_attention(cq, batch, layer);
   ops::add_(x, ops::linear(cross.view({t, d}), L.encoder_attn_out_proj));
 
-  const Tensor h3 = vision::layer_norm(x, L.final_layer_norm, kLayerNormEps);
+  const Tensor h3 = common::layer_norm(x, L.final_layer_norm, kLayerNormEps);
   ops::add_(x, ops::linear(ops::linear(h3, L.fc1, c_.activation), L.fc2));
 }
 
@@ -248,7 +248,7 @@ Tensor WhisperDecoder::forward(const DecoderBatch& batch, std::span<const KvLaye
   Tensor normed;
   {
     ArenaScope scope(&scratch);
-    normed = vision::layer_norm(ops::gather_rows(x, batch.logits_rows), w_.layer_norm, kLayerNormEps);  // [N, d]
+    normed = common::layer_norm(ops::gather_rows(x, batch.logits_rows), w_.layer_norm, kLayerNormEps);  // [N, d]
   }
   ArenaScope scope(result_arena);
   return ops::linear(normed, w_.proj_out);  // [N, vocab] f32

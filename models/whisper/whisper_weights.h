@@ -2,7 +2,7 @@
 // checkpoint's prefix ("model." in WhisperForConditionalGeneration, none in a bare
 // WhisperModel), attention projections (k_proj without a bias) stacked into one packed linear,
 // embedding tables — and the error prefix. LayerNorms load through
-// models/vision/transformer_layer.h. No forward pass here.
+// models/common/transformer_layer.h. No forward pass here.
 #pragma once
 
 #include <cstdint>

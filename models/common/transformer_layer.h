@@ -1,8 +1,9 @@
-// models/vision/transformer_layer.h: the pre-LN encoder layer CLIP and SigLIP use in both
+// models/common/transformer_layer.h: the pre-LN encoder layer CLIP and SigLIP use in both
 // towers ("<prefix>encoder.layers.{i}.*": layer_norm1, self_attn.{q,k,v,out}_proj, layer_norm2,
 // mlp.fc1 / fc2, every linear with a bias), its activations, and the per-thread arenas a
-// layer-by-layer forward pass lives in. Shared by the vision tower and the dual encoders' text
-// towers; knows nothing of images or tokens.
+// layer-by-layer forward pass lives in. Shared by the vision tower, the dual encoders' text
+// towers and Whisper's encoder (the same layer under Whisper's names, loaded there); Whisper's
+// decoder uses its LayerNorms. Knows nothing of images, audio or tokens.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
 
-namespace prism::models::vision {
+namespace prism::models::common {
 
 struct LayerNormWeights {
   Tensor weight, bias;  // [hidden] f32, owned copies
@@ -86,4 +87,4 @@ ForwardArenas& forward_arenas();
 Tensor run_layers(std::span<const TransformerLayer> layers, const TransformerShape& shape, const Tensor& x,
                   const ops::AttentionSeqs& seqs, bool causal, Arena* out);
 
-}  // namespace prism::models::vision
+}  // namespace prism::models::common

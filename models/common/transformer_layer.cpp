@@ -1,11 +1,11 @@
-// models/vision/transformer_layer.cpp: CLIP / SigLIP encoder layers, loaded by checkpoint
-// name and run as a straight line of runtime ops.
-#include "models/vision/transformer_layer.h"
+// models/common/transformer_layer.cpp: pre-LN encoder layers, loaded by CLIP / SigLIP
+// checkpoint names (Whisper's encoder loads its own) and run as a straight line of runtime ops.
+#include "models/common/transformer_layer.h"
 
 #include <string>
 #include <vector>
 
-namespace prism::models::vision {
+namespace prism::models::common {
 
 using formats::WeightSource;
 
@@ -115,4 +115,4 @@ Tensor run_layers(std::span<const TransformerLayer> layers, const TransformerSha
   return h;
 }
 
-}  // namespace prism::models::vision
+}  // namespace prism::models::common
