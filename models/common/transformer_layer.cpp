@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "models/common/weight_loading.h"
+
 namespace prism::models::common {
 
 using formats::WeightSource;
@@ -20,38 +22,11 @@ Result<MlpActivation> MlpActivation::parse(const std::string& hidden_act) {
   return a;
 }
 
-Result<Tensor> load_f32(const WeightSource& src, const std::string& name, const Dims& shape) {
-  PRISM_ASSIGN_OR_RETURN(const Tensor t, src.get(name, shape, DType::f32));
-  // NOTE: a copy, so the model keeps no view of the mmap'd checkpoint alive.
-  return t.clone();
-}
-
 Result<LayerNormWeights> load_layer_norm(const WeightSource& src, const std::string& base, int64_t hidden) {
   LayerNormWeights w;
   PRISM_ASSIGN_OR_RETURN(w.weight, load_f32(src, base + ".weight", {hidden}));
   PRISM_ASSIGN_OR_RETURN(w.bias, load_f32(src, base + ".bias", {hidden}));
   return w;
-}
-
-Result<ops::LinearWeight> load_linear(const WeightSource& src, const std::vector<std::string>& bases,
-                                      const std::vector<int64_t>& outs, int64_t in, bool with_bias,
-                                      ops::Precision precision) {
-  int64_t total = 0;
-  for (int64_t o : outs) total += o;
-  Tensor weight = bases.size() == 1 ? Tensor() : Tensor::empty({total, in}, DType::f32);
-  Tensor bias = with_bias ? Tensor::empty({total}, DType::f32) : Tensor();
-  int64_t row = 0;
-  for (size_t i = 0; i < bases.size(); ++i) {
-    PRISM_ASSIGN_OR_RETURN(const Tensor w, src.get(bases[i] + ".weight", {outs[i], in}, DType::f32));
-    if (bases.size() == 1) weight = w;
-    else weight.slice(0, row, row + outs[i]).copy_from(w);
-    if (with_bias) {
-      PRISM_ASSIGN_OR_RETURN(const Tensor b, src.get(bases[i] + ".bias", {outs[i]}, DType::f32));
-      bias.slice(0, row, row + outs[i]).copy_from(b);
-    }
-    row += outs[i];
-  }
-  return ops::pack_linear(weight, bias, precision);
 }
 
 Result<TransformerLayer> load_transformer_layer(const WeightSource& src, const std::string& p,

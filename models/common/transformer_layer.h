@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "base/status.h"
 #include "formats/safetensors.h"
@@ -48,14 +47,8 @@ struct TransformerLayer {
   ops::LinearWeight mlp_fc2;             // [hidden, intermediate]
 };
 
-// f32 owned copy of "<name>" with its shape checked (stored bf16 / f16 widened).
-Result<Tensor> load_f32(const formats::WeightSource& src, const std::string& name, const Dims& shape);
 // "<base>.weight" and "<base>.bias", [hidden] each.
 Result<LayerNormWeights> load_layer_norm(const formats::WeightSource& src, const std::string& base, int64_t hidden);
-// nn.Linears "<base_i>.weight" [out_i, in] (+ "<base_i>.bias" when with_bias) stacked along out.
-Result<ops::LinearWeight> load_linear(const formats::WeightSource& src, const std::vector<std::string>& bases,
-                                      const std::vector<int64_t>& outs, int64_t in, bool with_bias,
-                                      ops::Precision precision);
 // prefix: "...encoder.layers.{i}." (with the dot). not_found / invalid_argument naming a tensor.
 Result<TransformerLayer> load_transformer_layer(const formats::WeightSource& src, const std::string& prefix,
                                                 const TransformerShape& shape, ops::Precision precision);

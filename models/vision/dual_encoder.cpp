@@ -11,6 +11,7 @@
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
 #include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "models/vision/text_tower.h"
 #include "models/vision/vision_tower.h"
 #include "runtime/arena.h"

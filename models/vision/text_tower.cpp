@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "runtime/arena.h"
 
 namespace prism::models::vision {
@@ -152,13 +153,8 @@ Result<std::unique_ptr<Encoder>> load_text_tower(const WeightSource& src, const 
   const int64_t h = c.hidden_size;
   const std::string p = "text_model.";
   TextWeights w;
-  {
-    const std::string name = p + "embeddings.token_embedding.weight";
-    PRISM_ASSIGN_OR_RETURN(const Tensor stored, src.get(name));
-    const DType dt = stored.dtype() == DType::bf16 || stored.dtype() == DType::f16 ? stored.dtype() : DType::f32;
-    PRISM_ASSIGN_OR_RETURN(const Tensor table, src.get(name, {c.vocab_size, h}, dt));
-    w.token_embedding = table.clone();
-  }
+  PRISM_ASSIGN_OR_RETURN(w.token_embedding,
+                         common::load_table(src, p + "embeddings.token_embedding.weight", {c.vocab_size, h}));
   PRISM_ASSIGN_OR_RETURN(w.position_embedding, common::load_f32(src, p + "embeddings.position_embedding.weight",
                                                                  {c.max_position_embeddings, h}));
   for (int i = 0; i < c.num_layers; ++i) {

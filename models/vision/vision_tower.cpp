@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "runtime/arena.h"
 
 namespace prism::models {

@@ -12,6 +12,7 @@
 #include "formats/safetensors.h"
 #include "models/common/scratch_arena.h"
 #include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "models/whisper/whisper.h"
 #include "models/whisper/whisper_weights.h"
 #include "runtime/arena.h"
@@ -68,9 +69,9 @@ Result<DecoderWeights> load_weights(const WeightSource& src, const WhisperConfig
   const std::string dec = p + "decoder.";
   const int64_t d = c.d_model;
   DecoderWeights w;
-  PRISM_ASSIGN_OR_RETURN(w.embed_tokens, whisper::load_table(src, dec + "embed_tokens.weight", {c.vocab_size, d}));
+  PRISM_ASSIGN_OR_RETURN(w.embed_tokens, common::load_table(src, dec + "embed_tokens.weight", {c.vocab_size, d}));
   PRISM_ASSIGN_OR_RETURN(w.embed_positions,
-                         whisper::load_table(src, dec + "embed_positions.weight", {c.max_target_positions, d}));
+                         common::load_table(src, dec + "embed_positions.weight", {c.max_target_positions, d}));
   for (int64_t i = 0; i < c.decoder_layers; ++i) {
     PRISM_ASSIGN_OR_RETURN(DecoderLayer layer,
                            load_layer(src, dec + "layers." + std::to_string(i) + ".", c, precision));
@@ -80,7 +81,7 @@ Result<DecoderWeights> load_weights(const WeightSource& src, const WhisperConfig
   // NOTE: proj_out is tied to embed_tokens and transformers drops it on save; an export that
   // writes it anyway is read (it equals the table).
   if (src.contains("proj_out.weight")) {
-    PRISM_ASSIGN_OR_RETURN(const Tensor head, whisper::load_table(src, "proj_out.weight", {c.vocab_size, d}));
+    PRISM_ASSIGN_OR_RETURN(const Tensor head, common::load_table(src, "proj_out.weight", {c.vocab_size, d}));
     PRISM_ASSIGN_OR_RETURN(w.proj_out, ops::pack_linear(head, Tensor(), precision));
   } else {
     PRISM_ASSIGN_OR_RETURN(w.proj_out, ops::pack_linear(w.embed_tokens, Tensor(), precision));
@@ -255,7 +256,7 @@ Tensor WhisperDecoder::forward(const DecoderBatch& batch, std::span<const KvLaye
 }
 
 int64_t WhisperDecoder::weight_bytes() const {
-  using whisper::linear_bytes;
+  using common::linear_bytes;
   int64_t bytes = linear_bytes(w_.proj_out);
   for (const DecoderLayer& L : w_.layers)
     bytes += linear_bytes(L.self_attn_qkv_proj) + linear_bytes(L.self_attn_out_proj) +
@@ -288,7 +289,7 @@ Result<std::unique_ptr<Decoder>> load_whisper_decoder(const std::string& dir, op
   PRISM_ASSIGN_OR_RETURN(const WhisperConfig config, read_whisper_config(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   Result<DecoderWeights> weights = load_weights(src, config, precision);
-  if (!weights) return whisper::in_dir(dir, weights.status());
+  if (!weights) return common::in_dir(dir, weights.status());
   return std::unique_ptr<Decoder>(new WhisperDecoder(config, std::move(*weights)));
 }
 

@@ -10,6 +10,7 @@
 
 #include "formats/safetensors.h"
 #include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "models/whisper/whisper.h"
 #include "models/whisper/whisper_weights.h"
 #include "runtime/arena.h"
@@ -213,7 +214,7 @@ Result<std::unique_ptr<SpeechEncoder>> load_whisper_encoder(const std::string& d
   PRISM_ASSIGN_OR_RETURN(const WhisperConfig config, read_whisper_config(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   Result<EncoderWeights> weights = load_encoder_weights(src, config, precision);
-  if (!weights) return whisper::in_dir(dir, weights.status());
+  if (!weights) return common::in_dir(dir, weights.status());
   return std::unique_ptr<SpeechEncoder>(new WhisperEncoderModel(config, std::move(*weights)));
 }
 
