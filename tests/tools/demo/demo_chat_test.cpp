@@ -1,6 +1,6 @@
 // The demo chat checkpoint: same bytes twice, a tokenizer and chat template Prism loads, and
 // a Llama (models/llama) whose greedy babble is printable text that does not end early.
-#include "app/demo_chat.h"
+#include "tools/demo/demo_chat.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@
 #include "text/tokenizer.h"
 
 
-namespace prism::app {
+namespace prism::tools::demo {
 namespace {
 
 namespace fs = std::filesystem;
@@ -185,4 +185,4 @@ TEST(DemoChat, LoadsAsLlamaAndBabblesReadably) {
 }
 
 }  // namespace
-}  // namespace prism::app
+}  // namespace prism::tools::demo

@@ -1,7 +1,7 @@
-// app/demo_clip.h: the demo image-embedding model, "demo-clip": a tiny CLIP dual encoder with
-// random weights (fixed seed) in the openai/clip-vit-base-patch32 layout (CLIPModel's config
-// keys and tensor names; a text tower over a small CLIP-shaped byte-level BPE with "</w>"
-// word ends and <|startoftext|> / <|endoftext|>, a ViT image tower at image 32, patch 8,
+// tools/demo/demo_clip.h: the demo image-embedding model, "demo-clip": a tiny CLIP dual encoder
+// with random weights (fixed seed) in the openai/clip-vit-base-patch32 layout (CLIPModel's
+// config keys and tensor names; a text tower over a small CLIP-shaped byte-level BPE with
+// "</w>" word ends and <|startoftext|> / <|endoftext|>, a ViT image tower at image 32, patch 8,
 // projection_dim 32) and a CLIPImageProcessor preprocessor_config.json. It serves texts and
 // images through /v1/embeddings in one space; its vectors are meaningless.
 //
@@ -19,7 +19,7 @@
 #include "base/status.h"
 #include "runtime/tensor.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 
 // Writes the checkpoint into dir (an empty folder). Same bytes on every run and machine.
 Status write_demo_clip(const std::filesystem::path& dir);
@@ -51,4 +51,4 @@ class DemoRandom {
 void append_encoder_layers(const std::string& prefix, int64_t hidden, int64_t intermediate, int num_layers,
                            DemoRandom& random, NamedTensors& out);
 
-}  // namespace prism::app
+}  // namespace prism::tools::demo

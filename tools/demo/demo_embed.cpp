@@ -1,7 +1,7 @@
-// app/demo_embed.cpp: writing the demo embedding model. Weights come from std::mt19937 mapped
-// to uniform floats by hand (std's distributions differ between standard libraries), so the
-// checkpoint, and its embedding space id, are the same everywhere.
-#include "app/demo_embed.h"
+// tools/demo/demo_embed.cpp: writing the demo embedding model. Weights come from std::mt19937
+// mapped to uniform floats by hand (std's distributions differ between standard libraries), so
+// the checkpoint, and its embedding space id, are the same everywhere.
+#include "tools/demo/demo_embed.h"
 
 #include <cctype>
 #include <cstdint>
@@ -18,7 +18,7 @@
 #include "formats/safetensors.h"
 #include "runtime/tensor.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -332,4 +332,4 @@ Status write_demo_embed(const fs::path& dir) {
                     "WordPiece vocabulary. It serves POST /v1/embeddings; its vectors are meaningless.\n");
 }
 
-}  // namespace prism::app
+}  // namespace prism::tools::demo

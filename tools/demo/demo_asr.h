@@ -1,4 +1,4 @@
-// app/demo_asr.h: the demo speech-recognition model, "demo-asr": a tiny Whisper (d_model 64,
+// tools/demo/demo_asr.h: the demo speech-recognition model, "demo-asr": a tiny Whisper (d_model 64,
 // 2 encoder + 2 decoder layers, 4 heads, 80 mel bins, 1500 source positions, 64 target
 // positions, so a chunk decodes at most 32 tokens) with random weights (fixed seed) under
 // WhisperForConditionalGeneration's Hugging Face names and config keys; demo-chat's byte-level
@@ -18,7 +18,7 @@
 
 #include "base/status.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 
 // Writes the checkpoint into dir (an empty folder). Same bytes on every run and machine.
 Status write_demo_asr(const std::filesystem::path& dir);
@@ -33,4 +33,4 @@ inline constexpr const char* kDemoAsrToml =
     "[deployment.batching]\n"
     "max_batch_size = 8\n";
 
-}  // namespace prism::app
+}  // namespace prism::tools::demo

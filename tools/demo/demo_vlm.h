@@ -1,4 +1,4 @@
-// app/demo_vlm.h: the demo vision-language model, "demo-vlm": a tiny Idefics3 / SmolVLM with
+// tools/demo/demo_vlm.h: the demo vision-language model, "demo-vlm": a tiny Idefics3 / SmolVLM with
 // random weights (fixed seed) under Idefics3ForConditionalGeneration's Hugging Face names and
 // config keys: a SigLIP tower (image 32, patch 8: 4 x 4 patches, hidden 32, 2 layers), the
 // pixel-shuffle connector (scale_factor 2: 2 x 2 = 4 rows per view) and demo-chat's Llama
@@ -14,7 +14,7 @@
 
 #include "base/status.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 
 // Writes the checkpoint into dir (an empty folder). Same bytes on every run and machine.
 Status write_demo_vlm(const std::filesystem::path& dir);
@@ -25,4 +25,4 @@ inline constexpr const char* kDemoVlmToml =
     "kv_cache_bytes = 16777216\n"
     "prefix_caching = true\n";
 
-}  // namespace prism::app
+}  // namespace prism::tools::demo

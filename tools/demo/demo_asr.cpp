@@ -1,6 +1,6 @@
-// app/demo_asr.cpp: writing the demo Whisper. The vocabulary is demo-chat's (app/demo_chat.h)
-// grown by Whisper's tokens; the weights come from one seeded stream (app/demo_clip.h's
-// DemoRandom), so the checkpoint is the same bytes everywhere.
+// tools/demo/demo_asr.cpp: writing the demo Whisper. The vocabulary is demo-chat's
+// (tools/demo/demo_chat.h) grown by Whisper's tokens; the weights come from one seeded stream
+// (tools/demo/demo_clip.h's DemoRandom), so the checkpoint is the same bytes everywhere.
 //
 // NOTE: random weights babble; the babble is shaped into words the way demo-chat's is, with a
 // LayerNorm in place of the RMSNorm:
@@ -21,7 +21,7 @@
 // - <|en|> reads better than the other languages: detection picks English.
 // - Unprintable bytes, demo-chat's specials and Whisper's specials are in suppress_tokens;
 //   nothing stops a decode (<|endoftext|> never wins): a chunk decodes its 32 tokens.
-#include "app/demo_asr.h"
+#include "tools/demo/demo_asr.h"
 
 #include <cmath>
 #include <cstdint>
@@ -32,14 +32,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/demo_chat.h"
-#include "app/demo_clip.h"
+#include "tools/demo/demo_chat.h"
+#include "tools/demo/demo_clip.h"
 #include "base/check.h"
 #include "base/file.h"
 #include "formats/safetensors.h"
 #include "runtime/tensor.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 
 namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
@@ -444,4 +444,4 @@ Status write_demo_asr(const fs::path& dir) {
                     "timestamps, whatever the audio says.\n");
 }
 
-}  // namespace prism::app
+}  // namespace prism::tools::demo

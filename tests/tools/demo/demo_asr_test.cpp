@@ -3,7 +3,7 @@
 // jfk.flac through models/whisper under the speech processor's rules (the engine's path
 // without the engine): English detected, 32 tokens of printable words with timestamps inside
 // the audio, and Whisper's quality checks passed, so the orchestrator does not re-run chunks.
-#include "app/demo_asr.h"
+#include "tools/demo/demo_asr.h"
 
 #include <gtest/gtest.h>
 
@@ -28,7 +28,7 @@
 #include "test_util/paths.h"
 #include "text/tokenizer.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 namespace {
 
 namespace fs = std::filesystem;
@@ -346,4 +346,4 @@ TEST(DemoAsr, TranscribesJfkAsEnglishWordsWithTimestampsThatPassTheChecks) {
 }
 
 }  // namespace
-}  // namespace prism::app
+}  // namespace prism::tools::demo

@@ -1,4 +1,4 @@
-// app/demo_chat.h: the demo chat model, "demo-chat": a tiny Llama (hidden 64, 2 layers, 4
+// tools/demo/demo_chat.h: the demo chat model, "demo-chat": a tiny Llama (hidden 64, 2 layers, 4
 // heads, 2 KV heads, tied embeddings) with random weights (fixed seed) under LlamaForCausalLM's
 // Hugging Face names and config keys, a byte-level BPE tokenizer.json (256 byte tokens, a few
 // hundred merges of common English words, ChatML special tokens), a ChatML chat template and
@@ -18,7 +18,7 @@
 #include "base/status.h"
 #include "runtime/tensor.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 
 // Writes the checkpoint into dir (an empty folder). Same bytes on every run and machine.
 Status write_demo_chat(const std::filesystem::path& dir);
@@ -43,4 +43,4 @@ inline constexpr const char* kDemoChatToml =
     "kv_cache_bytes = 16777216\n"
     "prefix_caching = true\n";
 
-}  // namespace prism::app
+}  // namespace prism::tools::demo

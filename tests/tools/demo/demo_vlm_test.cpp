@@ -2,8 +2,8 @@
 // and tensor names, tokenizers and a chat template Prism loads, and each directory through the
 // real loaders (models/vlm, models/vision, media/ and the generate engine's VisionProcessor):
 // the image path's shapes end to end, and demo-chat's readable babble kept by the VLM's LM.
-#include "app/demo_clip.h"
-#include "app/demo_vlm.h"
+#include "tools/demo/demo_clip.h"
+#include "tools/demo/demo_vlm.h"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 namespace {
 
 namespace fs = std::filesystem;
@@ -366,4 +366,4 @@ TEST(DemoClip, LoadsThroughTheDualEncoderLoader) {
 }
 
 }  // namespace
-}  // namespace prism::app
+}  // namespace prism::tools::demo

@@ -1,9 +1,9 @@
-// app/demo_clip.cpp: writing the demo CLIP dual encoder. The tokenizer is shaped like CLIP's
+// tools/demo/demo_clip.cpp: writing the demo CLIP dual encoder. The tokenizer is shaped like CLIP's
 // own tokenizer.json (NFC + whitespace + lowercase normaliser, CLIP's split regex then
 // byte-level, BPE with "</w>" word ends, RobertaProcessing adding <|startoftext|> and
 // <|endoftext|>, the two specials the last ids, so HF's argmax-of-ids pooling and
 // last-token pooling agree).
-#include "app/demo_clip.h"
+#include "tools/demo/demo_clip.h"
 
 #include <cmath>
 #include <set>
@@ -15,7 +15,7 @@
 #include "formats/safetensors.h"
 #include "text/pre_tokenizers.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 
 namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
@@ -286,4 +286,4 @@ Status write_demo_clip(const fs::path& dir) {
                     "(data URLs) in one space; its vectors are meaningless.\n");
 }
 
-}  // namespace prism::app
+}  // namespace prism::tools::demo

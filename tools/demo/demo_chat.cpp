@@ -1,4 +1,4 @@
-// app/demo_chat.cpp: writing the demo chat model. Weights come from std::mt19937 mapped to
+// tools/demo/demo_chat.cpp: writing the demo chat model. Weights come from std::mt19937 mapped to
 // uniform floats by hand (std's distributions differ between standard libraries), so the
 // checkpoint is the same everywhere.
 //
@@ -17,7 +17,7 @@
 //   word logits are, so that sampling at temperature 1 varies without turning into noise.
 // <|im_end|>'s readability is tuned (see kImEndReadability): greedy replies run to
 // max_tokens, sampled ones end now and then.
-#include "app/demo_chat.h"
+#include "tools/demo/demo_chat.h"
 
 #include <cmath>
 #include <cstdint>
@@ -36,7 +36,7 @@
 #include "runtime/tensor.h"
 #include "text/pre_tokenizers.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 
 namespace fs = std::filesystem;
 
@@ -377,4 +377,4 @@ Status write_demo_chat(const fs::path& dir) {
                     "then.\n");
 }
 
-}  // namespace prism::app
+}  // namespace prism::tools::demo

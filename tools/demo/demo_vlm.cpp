@@ -1,20 +1,20 @@
-// app/demo_vlm.cpp: writing the demo VLM. The language model is demo-chat's (app/demo_chat.h:
-// same shapes and readable babble, its vocabulary grown by the image tokens); the tower is
-// drawn from its own seeded stream (app/demo_clip.h's DemoRandom), so the checkpoint is the
-// same bytes everywhere.
-#include "app/demo_vlm.h"
+// tools/demo/demo_vlm.cpp: writing the demo VLM. The language model is demo-chat's
+// (tools/demo/demo_chat.h: same shapes and readable babble, its vocabulary grown by the image
+// tokens); the tower is drawn from its own seeded stream (tools/demo/demo_clip.h's DemoRandom),
+// so the checkpoint is the same bytes everywhere.
+#include "tools/demo/demo_vlm.h"
 
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "app/demo_chat.h"
-#include "app/demo_clip.h"
+#include "tools/demo/demo_chat.h"
+#include "tools/demo/demo_clip.h"
 #include "base/file.h"
 #include "formats/safetensors.h"
 
-namespace prism::app {
+namespace prism::tools::demo {
 
 namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
@@ -186,4 +186,4 @@ Status write_demo_vlm(const fs::path& dir) {
                     "its replies are readable babble, whatever the image.\n");
 }
 
-}  // namespace prism::app
+}  // namespace prism::tools::demo
