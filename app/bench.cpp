@@ -1,4 +1,4 @@
-// prism bench: flags to tools::bench::BenchOptions, then the run and its outputs, or
+// prism bench: flags to tools::loadgen::BenchOptions, then the run and its outputs, or
 // --compare of two JSON reports.
 #include "app/bench.h"
 
@@ -8,62 +8,62 @@
 #include <cstdio>
 
 #include "base/file.h"
-#include "tools/bench/compare_report.h"
-#include "tools/bench/html_report.h"
-#include "tools/bench/terminal_report.h"
+#include "tools/loadgen/compare_report.h"
+#include "tools/loadgen/html_report.h"
+#include "tools/loadgen/terminal_report.h"
 
 namespace prism::app {
 
-namespace tb = tools::bench;
+namespace loadgen = tools::loadgen;
 
 namespace {
 
-Result<tb::BenchReport> load_report(const std::string& path) {
+Result<loadgen::BenchReport> load_report(const std::string& path) {
   PRISM_ASSIGN_OR_RETURN(std::string text, read_file(path));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return invalid_argument(path + " is not JSON");
-  Result<tb::BenchReport> r = tb::report_from_json(j);
+  Result<loadgen::BenchReport> r = loadgen::report_from_json(j);
   if (!r.has_value()) return invalid_argument(path + ": " + r.status().message());
   return r;
 }
 
 int run_compare(const BenchCommand& c) {
-  Result<tb::BenchReport> a = load_report(c.compare[0]);
-  Result<tb::BenchReport> b = a.has_value() ? load_report(c.compare[1]) : Result<tb::BenchReport>(a.status());
+  Result<loadgen::BenchReport> a = load_report(c.compare[0]);
+  Result<loadgen::BenchReport> b = a.has_value() ? load_report(c.compare[1]) : Result<loadgen::BenchReport>(a.status());
   if (!b.has_value()) {
     std::fprintf(stderr, "prism bench --compare: %s\n", b.status().message().c_str());
     return 1;
   }
-  std::fputs(tb::format_comparison(*a, *b, c.compare[0], c.compare[1]).c_str(), stdout);
+  std::fputs(loadgen::format_comparison(*a, *b, c.compare[0], c.compare[1]).c_str(), stdout);
   return 0;
 }
 
 // The flags that need more than CLI11's conversions.
 Status resolve_options(BenchCommand& c) {
-  tb::BenchOptions& o = c.options;
+  loadgen::BenchOptions& o = c.options;
   if (c.load.empty()) c.load = c.rate_given ? "open" : "closed";
   if (c.load != "open" && c.load != "closed") return invalid_argument("--load must be open or closed, got '" + c.load + "'");
-  o.plan.mode = c.load == "open" ? tb::LoadMode::open : tb::LoadMode::closed;
-  if (o.plan.mode == tb::LoadMode::open && c.concurrency_given)
+  o.plan.mode = c.load == "open" ? loadgen::LoadMode::open : loadgen::LoadMode::closed;
+  if (o.plan.mode == loadgen::LoadMode::open && c.concurrency_given)
     return invalid_argument("--concurrency is for --load closed (an open loop sends at --rate; see --max-connections)");
-  if (o.plan.mode == tb::LoadMode::closed && c.rate_given) return invalid_argument("--rate is for --load open");
+  if (o.plan.mode == loadgen::LoadMode::closed && c.rate_given) return invalid_argument("--rate is for --load open");
   if (!c.sweep.empty() && (c.concurrency_given || c.rate_given))
     return invalid_argument("--sweep gives the load levels: leave out --rate and --concurrency");
-  PRISM_ASSIGN_OR_RETURN(o.plan.arrival, tb::parse_arrival(c.arrival));
+  PRISM_ASSIGN_OR_RETURN(o.plan.arrival, loadgen::parse_arrival(c.arrival));
   if (o.plan.duration_s <= 0 && o.plan.num_requests <= 0) o.plan.duration_s = 30;
   std::sort(c.sweep.begin(), c.sweep.end());
   c.sweep.erase(std::unique(c.sweep.begin(), c.sweep.end()), c.sweep.end());
   o.sweep = c.sweep;
   if (!c.input_tokens.empty()) {
-    PRISM_ASSIGN_OR_RETURN(o.shape.input_tokens, tb::LengthDistribution::parse(c.input_tokens, "--input-tokens"));
+    PRISM_ASSIGN_OR_RETURN(o.shape.input_tokens, loadgen::LengthDistribution::parse(c.input_tokens, "--input-tokens"));
     o.shape.input_tokens_set = true;
   }
   if (!c.output_tokens.empty()) {
-    PRISM_ASSIGN_OR_RETURN(o.shape.output_tokens, tb::LengthDistribution::parse(c.output_tokens, "--output-tokens"));
+    PRISM_ASSIGN_OR_RETURN(o.shape.output_tokens, loadgen::LengthDistribution::parse(c.output_tokens, "--output-tokens"));
     o.shape.output_tokens_set = true;
   }
   if (!c.doc_tokens.empty()) {
-    PRISM_ASSIGN_OR_RETURN(o.shape.doc_tokens, tb::LengthDistribution::parse(c.doc_tokens, "--doc-tokens"));
+    PRISM_ASSIGN_OR_RETURN(o.shape.doc_tokens, loadgen::LengthDistribution::parse(c.doc_tokens, "--doc-tokens"));
     o.shape.doc_tokens_set = true;
   }
   if (!c.extra_body.empty()) {
@@ -83,10 +83,10 @@ std::unique_ptr<BenchCommand> add_bench_command(CLI::App& app) {
   CLI::App* b = app.add_subcommand("bench", "Load-test an OpenAI-compatible server with a realistic workload; "
                                             "or compare two runs (--compare a.json b.json)");
   c->subcommand = b;
-  tb::BenchOptions& o = c->options;
+  loadgen::BenchOptions& o = c->options;
   o.url = "http://127.0.0.1:8080";
   std::string workloads;
-  for (const std::string& w : tb::workload_names()) workloads += (workloads.empty() ? "" : ", ") + w;
+  for (const std::string& w : loadgen::workload_names()) workloads += (workloads.empty() ? "" : ", ") + w;
 
   b->add_option("--url", o.url, "Server root, http://HOST:PORT (default http://127.0.0.1:8080)");
   b->add_option("--workload", o.workload, "What to send: " + workloads);
@@ -134,29 +134,29 @@ int run_bench(BenchCommand& c) {
     std::fprintf(stderr, "prism bench: %s\n", s.message().c_str());
     return 2;
   }
-  Result<tb::BenchReport> report = tb::run_bench(c.options, c.quiet ? nullptr : stderr);
+  Result<loadgen::BenchReport> report = loadgen::run_bench(c.options, c.quiet ? nullptr : stderr);
   if (!report.has_value()) {
     std::fprintf(stderr, "prism bench: %s\n", report.status().message().c_str());
     return report.status().code() == StatusCode::invalid_argument ? 2 : 1;
   }
-  std::fputs(tb::format_report_summary(*report).c_str(), stdout);
+  std::fputs(loadgen::format_report_summary(*report).c_str(), stdout);
   std::fflush(stdout);
   int code = 0;
   if (!c.json_path.empty()) {
-    if (Status s = write_file(c.json_path, tb::to_json(*report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    if (Status s = write_file(c.json_path, loadgen::to_json(*report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         !s.ok()) {
       std::fprintf(stderr, "prism bench: %s\n", s.message().c_str());
       code = 1;
     }
   }
   if (!c.html_path.empty()) {
-    if (Status s = write_file(c.html_path, tb::render_html_report(*report)); !s.ok()) {
+    if (Status s = write_file(c.html_path, loadgen::render_html_report(*report)); !s.ok()) {
       std::fprintf(stderr, "prism bench: %s\n", s.message().c_str());
       code = 1;
     }
   }
   int64_t ok = 0;
-  for (const tb::PointResult& p : report->points) ok += p.num_ok;
+  for (const loadgen::PointResult& p : report->points) ok += p.num_ok;
   if (ok == 0) {
     std::fprintf(stderr, "prism bench: no request succeeded (see the errors above)\n");
     code = 1;

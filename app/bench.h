@@ -1,12 +1,12 @@
 // prism bench: a workload-aware load generator against any OpenAI-compatible server (see
-// docs/bench.md). The flags live here; the work in tools/bench/.
+// docs/bench.md). The flags live here; the work in tools/loadgen/.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "tools/bench/bench_run.h"
+#include "tools/loadgen/bench_run.h"
 
 namespace CLI {
 class App;
@@ -17,7 +17,7 @@ namespace prism::app {
 // The `bench` subcommand's flags as CLI11 fills them.
 struct BenchCommand {
   CLI::App* subcommand = nullptr;  // owned by the parent CLI::App
-  tools::bench::BenchOptions options;
+  tools::loadgen::BenchOptions options;
   std::string load;                // "open", "closed" or "" (open when --rate is given)
   std::string arrival = "poisson";
   std::string input_tokens, output_tokens, doc_tokens;  // length specs; "" keeps the workload's

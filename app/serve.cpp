@@ -40,6 +40,7 @@
 #include "serving/work_pool.h"
 #include "serving/echo_engine.h"
 #include "serving/metrics.h"
+#include "tools/demo/demo.h"
 
 namespace prism::app {
 
@@ -69,7 +70,7 @@ Result<serving::Config> resolve_config(const ServeOptions& o, bool& demo) {
   } else if (o.models.empty()) {
     const std::string dir = o.demo_dir.empty() ? default_demo_dir() : o.demo_dir;
     bool created = false;
-    PRISM_ASSIGN_OR_RETURN(std::string path, ensure_demo(dir, &created));
+    PRISM_ASSIGN_OR_RETURN(std::string path, tools::demo::ensure_demo(dir, &created));
     if (created) PRISM_LOG_INFO("wrote the demo set in {}", dir);
     PRISM_ASSIGN_OR_RETURN(config, serving::load_config(path));
     demo = true;

@@ -29,6 +29,7 @@
 #include "media/audio.h"
 #include "serving/deployment_set.h"
 #include "serving/metrics.h"
+#include "tools/demo/demo.h"
 
 namespace prism::app {
 
@@ -86,12 +87,13 @@ struct Outcome {
 };
 
 Result<serving::DeploymentConfig> demo_deployment(const std::string& demo_dir) {
-  const auto models = demo_models();
-  if (std::none_of(models.begin(), models.end(), [](const DemoModel& m) { return std::string_view(m.name) == kDemoAsr; }))
+  const auto models = tools::demo::demo_models();
+  const auto is_asr = [](const tools::demo::DemoModel& m) { return std::string_view(m.name) == kDemoAsr; };
+  if (std::none_of(models.begin(), models.end(), is_asr))
     return not_found(std::string("no --model given, and this build's demo set has no speech model (") + kDemoAsr +
                      "): pass --model DIR, a Hugging Face Whisper directory");
   const std::string dir = demo_dir.empty() ? default_demo_dir() : demo_dir;
-  PRISM_ASSIGN_OR_RETURN(const std::string path, ensure_demo(dir));
+  PRISM_ASSIGN_OR_RETURN(const std::string path, tools::demo::ensure_demo(dir));
   PRISM_ASSIGN_OR_RETURN(const serving::Config config, serving::load_config(path));
   for (const serving::DeploymentConfig& d : config.deployments)
     if (d.name == kDemoAsr) return d;

@@ -95,6 +95,10 @@ void add_(Tensor& a, const Tensor& b);  // in place: a += b (b broadcasts to a);
 // Returns [..., H] f32.
 Tensor embedding(const Tensor& table, const Tensor& ids);
 
+// x: [N, D] f32, contiguous; rows: [R] i32 or i64, each in [0, N). Returns x[rows]: [R, D]
+// f32 (a decoder's rows that need logits, picked out of its residual stream).
+Tensor gather_rows(const Tensor& x, const Tensor& rows);
+
 // ---------------------------------------------------------------------------------------
 // Rotary position embeddings.
 enum class RopeStyle : uint8_t {
@@ -175,5 +179,13 @@ struct Conv2dParams {
 };
 // x: [N, C_in, H, W]; weight: [C_out, C_in / groups, KH, KW]. Returns [N, C_out, H_out, W_out].
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p = {});
+
+// pixels: [V, C, S, S] f32, contiguous; 0 < patch_size <= S, g = S / patch_size. The rows a
+// stride-patch_size convolution with a patch_size x patch_size kernel multiplies, so a ViT's
+// patch embedding is one linear against the conv weight [C_out, C, p, p] read as
+// [C_out, C * p * p]: patches in raster order within each view, each patch's pixels in
+// (channel, row, column) order. Pixels past g * patch_size are ignored, as the conv ignores
+// them. Returns [V * g * g, C * patch_size * patch_size] f32.
+Tensor patchify(const Tensor& pixels, int64_t patch_size);
 
 }  // namespace prism::ops

@@ -5,7 +5,6 @@
 #include "models/llama/llama.h"
 
 #include <cmath>
-#include <cstring>
 #include <numbers>
 #include <string>
 #include <string_view>
@@ -13,6 +12,8 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "models/common/scratch_arena.h"
+#include "models/common/weight_loading.h"
 #include "runtime/arena.h"
 
 namespace prism::models {
@@ -39,42 +40,13 @@ struct LlamaWeights {
   std::vector<LlamaLayer> layers;
 };
 
-// NOTE: WeightSource hands out views of the mmap'd checkpoint that keep the whole file
-// mapped. Every tensor the model keeps is copied out at load (linears are packed copies), so
-// the mapping is released when loading ends and resident memory is the model's own copies,
-// not those plus the touched pages of the file.
-Tensor owned(const Tensor& t) { return t.clone(); }
-
-// The dtype to stack pieces in: the checkpoint's when it is a float type GEMMs take, so a
-// bf16 checkpoint is not widened to f32 before packing (that would double load memory).
-DType stack_dtype(const WeightSource& src, const std::string& name) {
-  Result<Tensor> t = src.get(name);
-  if (t && (t->dtype() == DType::bf16 || t->dtype() == DType::f16)) return t->dtype();
-  return DType::f32;
-}
-
-// nn.Linear pieces "<base>.weight" [out_i, in] (+ "<base>.bias" [out_i] when with_bias)
-// stacked along out into one packed linear: their outputs side by side, in order.
+// common::load_linear in the checkpoint's float dtype: a bf16 checkpoint is not widened to f32
+// before packing.
 Result<ops::LinearWeight> stacked_linear(const WeightSource& src, const std::vector<std::string>& bases,
                                          const std::vector<int64_t>& outs, int64_t in, bool with_bias,
                                          ops::Precision precision) {
-  int64_t total = 0;
-  for (int64_t o : outs) total += o;
-  const DType dt = stack_dtype(src, bases[0] + ".weight");
-  Tensor weight = bases.size() == 1 ? Tensor() : Tensor::empty({total, in}, dt);
-  Tensor bias = with_bias ? Tensor::empty({total}, DType::f32) : Tensor();
-  int64_t row = 0;
-  for (size_t i = 0; i < bases.size(); ++i) {
-    PRISM_ASSIGN_OR_RETURN(const Tensor w, src.get(bases[i] + ".weight", {outs[i], in}, dt));
-    if (bases.size() == 1) weight = w;
-    else weight.slice(0, row, row + outs[i]).copy_from(w);
-    if (with_bias) {
-      PRISM_ASSIGN_OR_RETURN(const Tensor b, src.get(bases[i] + ".bias", {outs[i]}, DType::f32));
-      bias.slice(0, row, row + outs[i]).copy_from(b);
-    }
-    row += outs[i];
-  }
-  return ops::pack_linear(weight, bias, precision);
+  return common::load_linear(src, bases, outs, in, with_bias, precision,
+                             common::stored_float_dtype(src, bases[0] + ".weight"));
 }
 
 Result<LlamaLayer> load_layer(const WeightSource& src, const LlamaConfig& c, const std::string& prefix, int64_t i,
@@ -83,10 +55,8 @@ Result<LlamaLayer> load_layer(const WeightSource& src, const LlamaConfig& c, con
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   const int64_t q_out = c.num_attention_heads * c.head_dim, kv_out = c.num_key_value_heads * c.head_dim;
   LlamaLayer L;
-  PRISM_ASSIGN_OR_RETURN(L.input_layernorm, src.get(p + "input_layernorm.weight", {h}, DType::f32));
-  PRISM_ASSIGN_OR_RETURN(L.post_attention_layernorm, src.get(p + "post_attention_layernorm.weight", {h}, DType::f32));
-  L.input_layernorm = owned(L.input_layernorm);
-  L.post_attention_layernorm = owned(L.post_attention_layernorm);
+  PRISM_ASSIGN_OR_RETURN(L.input_layernorm, common::load_f32(src, p + "input_layernorm.weight", {h}));
+  PRISM_ASSIGN_OR_RETURN(L.post_attention_layernorm, common::load_f32(src, p + "post_attention_layernorm.weight", {h}));
   PRISM_ASSIGN_OR_RETURN(L.self_attn_qkv_proj,
                          stacked_linear(src, {p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
                                         {q_out, kv_out, kv_out}, h, c.q_k_v_bias, precision));
@@ -102,19 +72,13 @@ Result<LlamaLayer> load_layer(const WeightSource& src, const LlamaConfig& c, con
 Result<LlamaWeights> load_weights(const WeightSource& src, const LlamaConfig& c, const LlamaWeightNames& names,
                                   ops::Precision precision) {
   const int64_t h = c.hidden_size, vocab = c.vocab_size;
-  const std::string embed_name = names.prefix + "embed_tokens.weight";
   LlamaWeights w;
-  PRISM_ASSIGN_OR_RETURN(const Tensor stored_embed, src.get(embed_name));
-  const DType embed_dt = stored_embed.dtype() == DType::bf16 || stored_embed.dtype() == DType::f16
-                             ? stored_embed.dtype() : DType::f32;
-  PRISM_ASSIGN_OR_RETURN(w.embed_tokens, src.get(embed_name, {vocab, h}, embed_dt));
-  w.embed_tokens = owned(w.embed_tokens);
+  PRISM_ASSIGN_OR_RETURN(w.embed_tokens, common::load_table(src, names.prefix + "embed_tokens.weight", {vocab, h}));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     PRISM_ASSIGN_OR_RETURN(LlamaLayer layer, load_layer(src, c, names.prefix, i, precision));
     w.layers.push_back(std::move(layer));
   }
-  PRISM_ASSIGN_OR_RETURN(w.norm, src.get(names.prefix + "norm.weight", {h}, DType::f32));
-  w.norm = owned(w.norm);
+  PRISM_ASSIGN_OR_RETURN(w.norm, common::load_f32(src, names.prefix + "norm.weight", {h}));
   // NOTE: a tied checkpoint has no lm_head.weight (transformers drops it on save); some
   // exporters write it anyway, equal to embed_tokens, so a present one is used either way.
   if (src.contains(names.lm_head) || !c.tie_word_embeddings) {
@@ -163,15 +127,6 @@ Tensor scaled_rope_inv_freq(const LlamaConfig& c) {
   return inv_freq;
 }
 
-// NOTE: a forward's intermediates live in a per-thread scratch arena reset at every layer,
-// so memory is one layer's worth whatever the depth and a steady state allocates nothing.
-// The residual stream (updated in place), the gathered rows and the logits go to the
-// caller's arena (the engine's step arena, or the heap), which outlives the call.
-Arena& scratch_arena() {
-  thread_local Arena arena;
-  return arena;
-}
-
 class LlamaDecoder final : public Decoder {
  public:
   LlamaDecoder(LlamaConfig config, LlamaWeights weights)
@@ -193,7 +148,6 @@ class LlamaDecoder final : public Decoder {
  private:
   Tensor embed_batch(const DecoderBatch& batch) const;
   void layer_forward(const LlamaLayer& L, Tensor& x, const DecoderBatch& batch, const KvLayer& kv) const;
-  Tensor gather_rows(const Tensor& x, const Tensor& rows) const;
 
   LlamaConfig c_;
   LlamaWeights w_;
@@ -243,20 +197,6 @@ void LlamaDecoder::layer_forward(const LlamaLayer& L, Tensor& x, const DecoderBa
   ops::add_(x, ops::linear(act, L.mlp_down_proj));
 }
 
-// x[rows]: [N, hidden] f32.
-Tensor LlamaDecoder::gather_rows(const Tensor& x, const Tensor& rows) const {
-  const int64_t n = rows.size(0), h = x.size(1);
-  const int32_t* r = rows.data<int32_t>();
-  Tensor out = Tensor::empty({n, h}, DType::f32);
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    PRISM_CHECK_MSG(r[i] >= 0 && r[i] < x.size(0), "forward: logits_rows past the batch");
-    std::memcpy(dst + i * h, src + int64_t(r[i]) * h, size_t(h) * sizeof(float));
-  }
-  return out;
-}
-
 Tensor LlamaDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer> kv) {
   const Tensor& ids = batch.token_ids;
   PRISM_CHECK_MSG(ids.dim() == 1 && ids.dtype() == DType::i32 && ids.is_contiguous(), "forward: token_ids must be [T] i32");
@@ -277,7 +217,7 @@ Tensor LlamaDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer>
   if (t == 0) return Tensor::empty({0, c_.vocab_size}, DType::f32);
   Arena* const result_arena = current_arena();  // the caller's (null: heap)
   Tensor x = embed_batch(batch);                // [T, hidden] f32, the residual stream
-  Arena& scratch = scratch_arena();
+  Arena& scratch = common::scratch_arena();
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     scratch.reset();
     ArenaScope scope(&scratch);
@@ -288,21 +228,14 @@ Tensor LlamaDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer>
   Tensor normed;
   {
     ArenaScope scope(&scratch);
-    normed = ops::rms_norm(gather_rows(x, batch.logits_rows), w_.norm, float(c_.rms_norm_eps));  // [N, hidden]
+    normed = ops::rms_norm(ops::gather_rows(x, batch.logits_rows), w_.norm, float(c_.rms_norm_eps));  // [N, hidden]
   }
   ArenaScope scope(result_arena);
   return ops::linear(normed, w_.lm_head);  // [N, vocab] f32
 }
 
-int64_t linear_bytes(const ops::LinearWeight& w) {
-  const int64_t elem = w.precision == ops::Precision::f32 ? 4 : w.precision == ops::Precision::bf16 ? 2 : 1;
-  int64_t bytes = w.in_features * w.out_features * elem;
-  if (w.precision == ops::Precision::int8) bytes += w.out_features * 4;  // per-channel scales
-  if (w.has_bias) bytes += w.out_features * 4;
-  return bytes;
-}
-
 int64_t LlamaDecoder::weight_bytes() const {
+  using common::linear_bytes;
   int64_t bytes = linear_bytes(w_.lm_head);
   for (const LlamaLayer& L : w_.layers)
     bytes += linear_bytes(L.self_attn_qkv_proj) + linear_bytes(L.self_attn_o_proj) +
@@ -339,7 +272,7 @@ Result<std::unique_ptr<Decoder>> load_llama(const std::string& dir, ops::Precisi
   PRISM_ASSIGN_OR_RETURN(const LlamaConfig config, LlamaConfig::load(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   Result<std::unique_ptr<Decoder>> model = load_llama(src, config, LlamaWeightNames{}, precision);
-  if (!model) return Status(model.status().code(), dir + ": " + model.status().message());
+  if (!model) return common::in_dir(dir, model.status());
   return model;
 }
 

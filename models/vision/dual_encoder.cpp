@@ -10,8 +10,9 @@
 
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
+#include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "models/vision/text_tower.h"
-#include "models/vision/transformer_layer.h"
 #include "models/vision/vision_tower.h"
 #include "runtime/arena.h"
 
@@ -34,7 +35,7 @@ class TowerImageEmbedder final : public ImageEmbedder {
     const VisionTowerConfig& c = tower_->config();
     if (pixels.dim() >= 1 && pixels.size(0) == 0) return Tensor::empty({0, embedding_size()}, DType::f32);
     Arena* const result = current_arena();
-    vision::ForwardArenas& arenas = vision::forward_arenas();
+    common::ForwardArenas& arenas = common::forward_arenas();
     arenas.staging.reset();
     Tensor last;
     {
@@ -93,7 +94,7 @@ Result<DualEncoderModel> load(const std::string& dir, ops::Precision precision) 
   ops::LinearWeight visual_projection;
   if (clip) {
     ArenaScope no_arena(nullptr);
-    PRISM_ASSIGN_OR_RETURN(visual_projection, vision::load_linear(src, {"visual_projection"}, {projection_dim},
+    PRISM_ASSIGN_OR_RETURN(visual_projection, common::load_linear(src, {"visual_projection"}, {projection_dim},
                                                                   vision.hidden_size, false, precision));
   } else if (!tower->has_head()) {
     return not_found(std::string("tensor '") + kVisionPrefix +

@@ -7,7 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "models/vision/transformer_layer.h"
+#include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "runtime/arena.h"
 
 namespace prism::models::vision {
@@ -15,6 +16,11 @@ namespace {
 
 using formats::HfConfig;
 using formats::WeightSource;
+using common::ForwardArenas;
+using common::LayerNormWeights;
+using common::MlpActivation;
+using common::TransformerLayer;
+using common::TransformerShape;
 
 Result<int64_t> positive_int(const HfConfig& c, const char* key, int64_t fallback) {
   PRISM_ASSIGN_OR_RETURN(const int64_t v, c.get_int(key, fallback));
@@ -75,7 +81,7 @@ Tensor TextTower::encode(const EncoderBatch& batch) const {
   const int64_t num_seqs = cu_seqlens.size(0) - 1;
   PRISM_CHECK_MSG(cu[0] == 0 && cu[num_seqs] == t, "encode: cu_seqlens must span token_ids from 0");
 
-  ForwardArenas& arenas = forward_arenas();
+  ForwardArenas& arenas = common::forward_arenas();
   arenas.scratch.reset();
   arenas.hidden[0].reset();
   Tensor x;
@@ -95,11 +101,11 @@ Tensor TextTower::encode(const EncoderBatch& batch) const {
   }
   const ops::AttentionSeqs seqs{cu_seqlens, cu_seqlens, batch.kv_lens};
   const size_t n = w_.layers.size();
-  const Tensor last = run_layers(std::span<const TransformerLayer>(w_.layers), shape_, x, seqs,
+  const Tensor last = common::run_layers(std::span<const TransformerLayer>(w_.layers), shape_, x, seqs,
                                  /*causal=*/c_.kind == VisionTowerKind::clip, &arenas.hidden[n % 2]);
   arenas.scratch.reset();
   ArenaScope scope(&arenas.scratch);
-  const Tensor normed = layer_norm(last, w_.final_layer_norm, shape_.layer_norm_eps);
+  const Tensor normed = common::layer_norm(last, w_.final_layer_norm, shape_.layer_norm_eps);
   ArenaScope to_result(result);
   return ops::linear(normed, w_.projection);
 }
@@ -147,27 +153,23 @@ Result<std::unique_ptr<Encoder>> load_text_tower(const WeightSource& src, const 
   const int64_t h = c.hidden_size;
   const std::string p = "text_model.";
   TextWeights w;
-  {
-    const std::string name = p + "embeddings.token_embedding.weight";
-    PRISM_ASSIGN_OR_RETURN(const Tensor stored, src.get(name));
-    const DType dt = stored.dtype() == DType::bf16 || stored.dtype() == DType::f16 ? stored.dtype() : DType::f32;
-    PRISM_ASSIGN_OR_RETURN(const Tensor table, src.get(name, {c.vocab_size, h}, dt));
-    w.token_embedding = table.clone();
-  }
-  PRISM_ASSIGN_OR_RETURN(w.position_embedding,
-                         load_f32(src, p + "embeddings.position_embedding.weight", {c.max_position_embeddings, h}));
+  PRISM_ASSIGN_OR_RETURN(w.token_embedding,
+                         common::load_table(src, p + "embeddings.token_embedding.weight", {c.vocab_size, h}));
+  PRISM_ASSIGN_OR_RETURN(w.position_embedding, common::load_f32(src, p + "embeddings.position_embedding.weight",
+                                                                 {c.max_position_embeddings, h}));
   for (int i = 0; i < c.num_layers; ++i) {
     PRISM_ASSIGN_OR_RETURN(TransformerLayer layer,
-                           load_transformer_layer(src, p + "encoder.layers." + std::to_string(i) + ".", shape,
-                                                  precision));
+                           common::load_transformer_layer(src, p + "encoder.layers." + std::to_string(i) + ".",
+                                                          shape, precision));
     w.layers.push_back(std::move(layer));
   }
-  PRISM_ASSIGN_OR_RETURN(w.final_layer_norm, load_layer_norm(src, p + "final_layer_norm", h));
+  PRISM_ASSIGN_OR_RETURN(w.final_layer_norm, common::load_layer_norm(src, p + "final_layer_norm", h));
   if (c.kind == VisionTowerKind::clip) {
     PRISM_ASSIGN_OR_RETURN(w.projection,
-                           load_linear(src, {"text_projection"}, {c.projection_size}, h, false, precision));
+                           common::load_linear(src, {"text_projection"}, {c.projection_size}, h, false, precision));
   } else {
-    PRISM_ASSIGN_OR_RETURN(w.projection, load_linear(src, {p + "head"}, {c.projection_size}, h, true, precision));
+    PRISM_ASSIGN_OR_RETURN(w.projection,
+                           common::load_linear(src, {p + "head"}, {c.projection_size}, h, true, precision));
   }
   return std::unique_ptr<Encoder>(new TextTower(c, shape, std::move(w)));
 }

@@ -4,25 +4,23 @@
 // Computes only: no preprocessing, feature selection or projection here.
 #include "models/vision/vision_tower.h"
 
-#include <algorithm>
-#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "models/vision/transformer_layer.h"
+#include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "runtime/arena.h"
-#include "runtime/threads.h"
 
 namespace prism::models {
 namespace {
 
 using formats::WeightSource;
-using vision::LayerNormWeights;
-using vision::TransformerLayer;
-using vision::TransformerShape;
+using common::LayerNormWeights;
+using common::TransformerLayer;
+using common::TransformerShape;
 
 // Defaults of the transformers config classes, for keys a real config.json leaves out
 // (llava-hf's vision_config omits num_channels / hidden_act; SmolVLM's omits
@@ -60,34 +58,6 @@ Result<int64_t> int_key(const nlohmann::json& j, const char* key, int64_t fallba
   return v;
 }
 
-// Raster order of patches within a view, each patch's pixels in (channel, row, column) order:
-// the row-major flattening of the conv weight [hidden, C, p, p], so the stride-p conv is one
-// GEMM of these rows against it.
-// pixels [V, C, S, S] f32 → [V * g * g, C * p * p] f32 (pixels past g * p are ignored, as the
-// conv ignores them).
-Tensor patchify(const Tensor& pixels, int64_t p, int64_t g) {
-  const int64_t v = pixels.size(0), c = pixels.size(1), s = pixels.size(2);
-  const int64_t row = c * p * p;
-  Tensor out = Tensor::empty({v * g * g, row}, DType::f32);
-  const float* src = pixels.data<float>();
-  float* dst = out.data<float>();
-  const int64_t per_unit = g * row;  // one band of g patches
-  parallel_for(v * g, std::max<int64_t>(1, 16384 / std::max<int64_t>(per_unit, 1)), [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t view = b / g, gy = b % g;
-      for (int64_t gx = 0; gx < g; ++gx) {
-        float* o = dst + ((view * g + gy) * g + gx) * row;
-        for (int64_t ch = 0; ch < c; ++ch)
-          for (int64_t ky = 0; ky < p; ++ky) {
-            const float* in = src + ((view * c + ch) * s + gy * p + ky) * s + gx * p;
-            std::memcpy(o + (ch * p + ky) * p, in, size_t(p) * sizeof(float));
-          }
-      }
-    }
-  });
-  return out;
-}
-
 // cu_seqlens [n + 1] i32 of n sequences of `len` tokens each.
 Tensor uniform_cu_seqlens(int64_t n, int64_t len) {
   Tensor cu = Tensor::empty({n + 1}, DType::i32);
@@ -107,7 +77,7 @@ struct PoolingHead {
 };
 
 struct VisionWeights {
-  // embeddings.patch_embedding.weight [hidden, C, p, p] as a linear over patchify's rows (+ bias: SigLIP).
+  // embeddings.patch_embedding.weight [hidden, C, p, p] as a linear over ops::patchify's rows (+ bias: SigLIP).
   ops::LinearWeight patch_embedding;
   Tensor class_embedding;     // [hidden] f32 (CLIP)
   Tensor position_embedding;  // [num_positions, hidden] f32
@@ -121,7 +91,7 @@ Result<PoolingHead> load_head(const WeightSource& src, const std::string& p, con
                               ops::Precision precision) {
   const int64_t h = shape.hidden_size;
   PoolingHead head;
-  PRISM_ASSIGN_OR_RETURN(const Tensor probe, vision::load_f32(src, p + "probe", {1, 1, h}));
+  PRISM_ASSIGN_OR_RETURN(const Tensor probe, common::load_f32(src, p + "probe", {1, 1, h}));
   PRISM_ASSIGN_OR_RETURN(const Tensor in_w, src.get(p + "attention.in_proj_weight", {3 * h, h}, DType::f32));
   PRISM_ASSIGN_OR_RETURN(const Tensor in_b, src.get(p + "attention.in_proj_bias", {3 * h}, DType::f32));
   {
@@ -133,12 +103,12 @@ Result<PoolingHead> load_head(const WeightSource& src, const std::string& p, con
   PRISM_ASSIGN_OR_RETURN(head.attention_in_proj_kv, ops::pack_linear(in_w.slice(0, h, 3 * h).contiguous(),
                                                                      in_b.slice(0, h, 3 * h).contiguous(), precision));
   PRISM_ASSIGN_OR_RETURN(head.attention_out_proj,
-                         vision::load_linear(src, {p + "attention.out_proj"}, {h}, h, true, precision));
-  PRISM_ASSIGN_OR_RETURN(head.layernorm, vision::load_layer_norm(src, p + "layernorm", h));
+                         common::load_linear(src, {p + "attention.out_proj"}, {h}, h, true, precision));
+  PRISM_ASSIGN_OR_RETURN(head.layernorm, common::load_layer_norm(src, p + "layernorm", h));
   PRISM_ASSIGN_OR_RETURN(head.mlp_fc1,
-                         vision::load_linear(src, {p + "mlp.fc1"}, {shape.intermediate_size}, h, true, precision));
+                         common::load_linear(src, {p + "mlp.fc1"}, {shape.intermediate_size}, h, true, precision));
   PRISM_ASSIGN_OR_RETURN(head.mlp_fc2,
-                         vision::load_linear(src, {p + "mlp.fc2"}, {h}, shape.intermediate_size, true, precision));
+                         common::load_linear(src, {p + "mlp.fc2"}, {h}, shape.intermediate_size, true, precision));
   return head;
 }
 
@@ -159,23 +129,23 @@ Result<VisionWeights> load_weights(const WeightSource& src, const std::string& p
                            ops::pack_linear(conv.contiguous().view({h, c.num_channels * p * p}), bias, precision));
   }
   if (clip) {
-    PRISM_ASSIGN_OR_RETURN(w.class_embedding, vision::load_f32(src, e + "class_embedding", {h}));
+    PRISM_ASSIGN_OR_RETURN(w.class_embedding, common::load_f32(src, e + "class_embedding", {h}));
   }
   PRISM_ASSIGN_OR_RETURN(w.position_embedding,
-                         vision::load_f32(src, e + "position_embedding.weight", {c.num_positions(), h}));
+                         common::load_f32(src, e + "position_embedding.weight", {c.num_positions(), h}));
   if (clip) {
-    PRISM_ASSIGN_OR_RETURN(w.pre_layrnorm, vision::load_layer_norm(src, prefix + "pre_layrnorm", h));
+    PRISM_ASSIGN_OR_RETURN(w.pre_layrnorm, common::load_layer_norm(src, prefix + "pre_layrnorm", h));
   }
   for (int i = 0; i < num_layers; ++i) {
     PRISM_ASSIGN_OR_RETURN(TransformerLayer layer,
-                           vision::load_transformer_layer(src, prefix + "encoder.layers." + std::to_string(i) + ".",
+                           common::load_transformer_layer(src, prefix + "encoder.layers." + std::to_string(i) + ".",
                                                           shape, precision));
     w.layers.push_back(std::move(layer));
   }
   // NOTE: a tower cut short (LLaVA reads layer -2) may come without post_layernorm; a full
   // one must have it.
   if (num_layers == c.num_layers || src.contains(prefix + "post_layernorm.weight")) {
-      PRISM_ASSIGN_OR_RETURN(w.post_layernorm, vision::load_layer_norm(src, prefix + "post_layernorm", h));
+      PRISM_ASSIGN_OR_RETURN(w.post_layernorm, common::load_layer_norm(src, prefix + "post_layernorm", h));
   }
   // The attention-pooling head is there when the checkpoint has it (SiglipVisionModel with
   // vision_use_head); Idefics3's tower has none.
@@ -212,7 +182,7 @@ Result<VisionTowerConfig> VisionTowerConfig::from_hf(const nlohmann::json& j, Vi
     if (!it->is_string()) return invalid_argument("config.json: vision_config.hidden_act must be a string");
     c.hidden_act = it->get<std::string>();
   }
-  PRISM_RETURN_IF_ERROR(vision::MlpActivation::parse(c.hidden_act).status());
+  PRISM_RETURN_IF_ERROR(common::MlpActivation::parse(c.hidden_act).status());
   if (c.hidden_size % c.num_heads != 0)
     return invalid_argument("config.json: vision_config.hidden_size " + std::to_string(c.hidden_size) +
                             " is not a multiple of num_attention_heads " + std::to_string(c.num_heads));
@@ -247,7 +217,7 @@ Result<std::unique_ptr<VisionTower>> VisionTower::load(const formats::WeightSour
   m.shape.intermediate_size = config.intermediate_size;
   m.shape.num_heads = config.num_heads;
   m.shape.layer_norm_eps = float(config.layer_norm_eps);
-  PRISM_ASSIGN_OR_RETURN(m.shape.activation, vision::MlpActivation::parse(config.hidden_act));
+  PRISM_ASSIGN_OR_RETURN(m.shape.activation, common::MlpActivation::parse(config.hidden_act));
   const int layers = num_layers_used > 0 ? num_layers_used : config.num_layers;
   PRISM_ASSIGN_OR_RETURN(m.w, load_weights(weights, prefix, config, m.shape, layers, precision));
   return tower;
@@ -259,9 +229,9 @@ Tensor VisionTower::Impl::embed(const Tensor& pixels) const {
   const VisionTowerConfig& c = config;
   const int64_t v = pixels.size(0), g = c.grid_side(), n = c.num_positions(), h = c.hidden_size;
   Arena* const out = current_arena();
-  vision::ForwardArenas& arenas = vision::forward_arenas();
+  common::ForwardArenas& arenas = common::forward_arenas();
   ArenaScope scope(&arenas.scratch);
-  const Tensor patches = ops::linear(patchify(pixels, c.patch_size, g), w.patch_embedding).view({v, g * g, h});
+  const Tensor patches = ops::linear(ops::patchify(pixels, c.patch_size), w.patch_embedding).view({v, g * g, h});
   if (c.kind == VisionTowerKind::siglip) {
     ArenaScope to_out(out);
     return ops::add(patches, w.position_embedding).view({v * n, h});
@@ -271,7 +241,7 @@ Tensor VisionTower::Impl::embed(const Tensor& pixels) const {
   for (int64_t i = 0; i < v; ++i) x.select(0, i).select(0, 0).copy_from(w.class_embedding);
   ops::add_(x, w.position_embedding);
   ArenaScope to_out(out);
-  return vision::layer_norm(x.view({v * n, h}), *w.pre_layrnorm, shape.layer_norm_eps);
+  return common::layer_norm(x.view({v * n, h}), *w.pre_layrnorm, shape.layer_norm_eps);
 }
 
 Tensor VisionTower::forward(const Tensor& pixels, int layers, bool post_layernorm) const {
@@ -286,7 +256,7 @@ Tensor VisionTower::forward(const Tensor& pixels, int layers, bool post_layernor
   const int64_t v = pixels.size(0);
   if (v == 0) return Tensor::empty({0, c.hidden_size}, DType::f32);
   Arena* const result = current_arena();  // the caller's (null: heap)
-  vision::ForwardArenas& arenas = vision::forward_arenas();
+  common::ForwardArenas& arenas = common::forward_arenas();
   arenas.scratch.reset();
   arenas.hidden[0].reset();
   Tensor x;
@@ -301,10 +271,10 @@ Tensor VisionTower::forward(const Tensor& pixels, int layers, bool post_layernor
   }
   const ops::AttentionSeqs seqs{cu, cu, Tensor()};
   const std::span<const TransformerLayer> run(m.w.layers.data(), size_t(layers));
-  if (!post_layernorm) return vision::run_layers(run, m.shape, x, seqs, false, result);
-  const Tensor last = vision::run_layers(run, m.shape, x, seqs, false, &arenas.hidden[layers % 2]);
+  if (!post_layernorm) return common::run_layers(run, m.shape, x, seqs, false, result);
+  const Tensor last = common::run_layers(run, m.shape, x, seqs, false, &arenas.hidden[layers % 2]);
   ArenaScope scope(result);
-  return vision::layer_norm(last, *m.w.post_layernorm, m.shape.layer_norm_eps);
+  return common::layer_norm(last, *m.w.post_layernorm, m.shape.layer_norm_eps);
 }
 
 Tensor VisionTower::pool(const Tensor& last_hidden) const {
@@ -317,7 +287,7 @@ Tensor VisionTower::pool(const Tensor& last_hidden) const {
   const int64_t v = last_hidden.size(0) / n;
   if (v == 0) return Tensor::empty({0, h}, DType::f32);
   Arena* const result = current_arena();
-  vision::ForwardArenas& arenas = vision::forward_arenas();
+  common::ForwardArenas& arenas = common::forward_arenas();
   arenas.scratch.reset();
   ArenaScope scope(&arenas.scratch);
   const Tensor kv = ops::linear(last_hidden, head.attention_in_proj_kv).view({v * n, 2, heads, d});
@@ -327,7 +297,7 @@ Tensor VisionTower::pool(const Tensor& last_hidden) const {
   const Tensor context = ops::attention(q.view({v, heads, d}), kv.select(1, 0), kv.select(1, 1), seqs,
                                         ops::AttentionParams{.scale = 0.0f, .causal = false});
   const Tensor o = ops::linear(context.view({v, h}), head.attention_out_proj);
-  Tensor mlp = ops::linear(vision::layer_norm(o, head.layernorm, m.shape.layer_norm_eps), head.mlp_fc1,
+  Tensor mlp = ops::linear(common::layer_norm(o, head.layernorm, m.shape.layer_norm_eps), head.mlp_fc1,
                            m.shape.activation.fused);
   mlp = ops::linear(mlp, head.mlp_fc2);
   ArenaScope to_result(result);

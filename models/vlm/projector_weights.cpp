@@ -1,12 +1,13 @@
 // load_projector_linear: one checked nn.Linear, packed.
 #include "models/vlm/projector_weights.h"
 
+#include "models/common/weight_loading.h"
+
 namespace prism::models {
 
 Result<ops::LinearWeight> load_projector_linear(const formats::WeightSource& weights, const std::string& base,
                                                 int64_t out, int64_t in, bool with_bias, ops::Precision precision) {
-  PRISM_ASSIGN_OR_RETURN(const Tensor stored, weights.get(base + ".weight"));
-  const DType dtype = stored.dtype() == DType::bf16 || stored.dtype() == DType::f16 ? stored.dtype() : DType::f32;
+  const DType dtype = common::stored_float_dtype(weights, base + ".weight");
   PRISM_ASSIGN_OR_RETURN(const Tensor weight, weights.get(base + ".weight", {out, in}, dtype));
   Tensor bias;
   if (with_bias) {

@@ -4,14 +4,15 @@
 // causal self-attention against the paged cache, cross-attention of each sequence over its
 // own segment's CrossKv (batch.cross), GELU MLP, tied LM head. Computes only: no block
 // allocation, scheduling, sampling or logit rules here.
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "formats/safetensors.h"
-#include "models/vision/transformer_layer.h"
+#include "models/common/scratch_arena.h"
+#include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "models/whisper/whisper.h"
 #include "models/whisper/whisper_weights.h"
 #include "runtime/arena.h"
@@ -20,7 +21,7 @@ namespace prism::models {
 namespace {
 
 using formats::WeightSource;
-using vision::LayerNormWeights;
+using common::LayerNormWeights;
 
 constexpr float kLayerNormEps = 1e-5f;  // nn.LayerNorm's default, which Whisper keeps
 
@@ -50,14 +51,14 @@ Result<DecoderLayer> load_layer(const WeightSource& src, const std::string& p, c
                                 ops::Precision precision) {
   const int64_t d = c.d_model, ffn = c.decoder_ffn_dim;
   DecoderLayer L;
-  PRISM_ASSIGN_OR_RETURN(L.self_attn_layer_norm, vision::load_layer_norm(src, p + "self_attn_layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(L.self_attn_layer_norm, common::load_layer_norm(src, p + "self_attn_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.self_attn_qkv_proj, whisper::load_self_attn_qkv(src, p, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.self_attn_out_proj, whisper::load_linear(src, p + "self_attn.out_proj", d, d, precision));
-  PRISM_ASSIGN_OR_RETURN(L.encoder_attn_layer_norm, vision::load_layer_norm(src, p + "encoder_attn_layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(L.encoder_attn_layer_norm, common::load_layer_norm(src, p + "encoder_attn_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.encoder_attn_q_proj, whisper::load_linear(src, p + "encoder_attn.q_proj", d, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.encoder_attn_out_proj,
                          whisper::load_linear(src, p + "encoder_attn.out_proj", d, d, precision));
-  PRISM_ASSIGN_OR_RETURN(L.final_layer_norm, vision::load_layer_norm(src, p + "final_layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(L.final_layer_norm, common::load_layer_norm(src, p + "final_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.fc1, whisper::load_linear(src, p + "fc1", ffn, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.fc2, whisper::load_linear(src, p + "fc2", d, ffn, precision));
   return L;
@@ -68,33 +69,24 @@ Result<DecoderWeights> load_weights(const WeightSource& src, const WhisperConfig
   const std::string dec = p + "decoder.";
   const int64_t d = c.d_model;
   DecoderWeights w;
-  PRISM_ASSIGN_OR_RETURN(w.embed_tokens, whisper::load_table(src, dec + "embed_tokens.weight", {c.vocab_size, d}));
+  PRISM_ASSIGN_OR_RETURN(w.embed_tokens, common::load_table(src, dec + "embed_tokens.weight", {c.vocab_size, d}));
   PRISM_ASSIGN_OR_RETURN(w.embed_positions,
-                         whisper::load_table(src, dec + "embed_positions.weight", {c.max_target_positions, d}));
+                         common::load_table(src, dec + "embed_positions.weight", {c.max_target_positions, d}));
   for (int64_t i = 0; i < c.decoder_layers; ++i) {
     PRISM_ASSIGN_OR_RETURN(DecoderLayer layer,
                            load_layer(src, dec + "layers." + std::to_string(i) + ".", c, precision));
     w.layers.push_back(std::move(layer));
   }
-  PRISM_ASSIGN_OR_RETURN(w.layer_norm, vision::load_layer_norm(src, dec + "layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(w.layer_norm, common::load_layer_norm(src, dec + "layer_norm", d));
   // NOTE: proj_out is tied to embed_tokens and transformers drops it on save; an export that
   // writes it anyway is read (it equals the table).
   if (src.contains("proj_out.weight")) {
-    PRISM_ASSIGN_OR_RETURN(const Tensor head, whisper::load_table(src, "proj_out.weight", {c.vocab_size, d}));
+    PRISM_ASSIGN_OR_RETURN(const Tensor head, common::load_table(src, "proj_out.weight", {c.vocab_size, d}));
     PRISM_ASSIGN_OR_RETURN(w.proj_out, ops::pack_linear(head, Tensor(), precision));
   } else {
     PRISM_ASSIGN_OR_RETURN(w.proj_out, ops::pack_linear(w.embed_tokens, Tensor(), precision));
   }
   return w;
-}
-
-// NOTE: a forward's intermediates live in a per-thread scratch arena reset at every layer,
-// so memory is one layer's worth whatever the depth and a steady state allocates nothing.
-// The residual stream (updated in place), the gathered rows and the logits go to the
-// caller's arena (the engine's step arena, or the heap), which outlives the call.
-Arena& scratch_arena() {
-  thread_local Arena arena;
-  return arena;
 }
 
 class WhisperDecoder final : public Decoder {
@@ -181,10 +173,10 @@ Tensor WhisperDecoder::embed_batch(const DecoderBatch& batch) const {
       if (pid[i] == -1) x.select(0, i).copy_from(e.select(0, i));
   }
   {
-    ArenaScope scope(&scratch_arena());
+    ArenaScope scope(&common::scratch_arena());
     ops::add_(x, ops::embedding(w_.embed_positions, batch.positions));  // + [T, d] positions, in place
   }
-  scratch_arena().reset();
+  common::scratch_arena().reset();
   return x;
 }
 
@@ -221,7 +213,7 @@ Tensor WhisperDecoder::cross_attention(const Tensor& q, const DecoderBatch& batc
 void WhisperDecoder::layer_forward(const DecoderLayer& L, int64_t layer, Tensor& x, const DecoderBatch& batch,
                                    const KvLayer& kv) const {
   const int64_t t = x.size(0), heads = c_.decoder_heads, head_dim = c_.decoder_head_dim(), d = c_.d_model;
-  const Tensor h = vision::layer_norm(x, L.self_attn_layer_norm, kLayerNormEps);
+  const Tensor h = common::layer_norm(x, L.self_attn_layer_norm, kLayerNormEps);
   const Tensor qkv = ops::linear(h, L.self_attn_qkv_proj).view({t, 3 * heads, head_dim});  // [T, 3 H, D]
   const Tensor q = qkv.slice(1, 0, heads);  // [T, H, D] strided views of qkv
   const Tensor k = qkv.slice(1, heads, 2 * heads);
@@ -231,27 +223,13 @@ void WhisperDecoder::layer_forward(const DecoderLayer& L, int64_t layer, Tensor&
   const Tensor self = ops::paged_attention(q, batch.cu_seqlens_q, cache);  // [T, H, D], causal
   ops::add_(x, ops::linear(self.view({t, d}), L.self_attn_out_proj));
 
-  const Tensor h2 = vision::layer_norm(x, L.encoder_attn_layer_norm, kLayerNormEps);
+  const Tensor h2 = common::layer_norm(x, L.encoder_attn_layer_norm, kLayerNormEps);
   const Tensor cq = ops::linear(h2, L.encoder_attn_q_proj).view({t, heads, head_dim});
   const Tensor cross = cross_attention(cq, batch, layer);
   ops::add_(x, ops::linear(cross.view({t, d}), L.encoder_attn_out_proj));
 
-  const Tensor h3 = vision::layer_norm(x, L.final_layer_norm, kLayerNormEps);
+  const Tensor h3 = common::layer_norm(x, L.final_layer_norm, kLayerNormEps);
   ops::add_(x, ops::linear(ops::linear(h3, L.fc1, c_.activation), L.fc2));
-}
-
-// x[rows]: [N, d] f32.
-Tensor gather_rows(const Tensor& x, const Tensor& rows) {
-  const int64_t n = rows.size(0), h = x.size(1);
-  const int32_t* r = rows.data<int32_t>();
-  Tensor out = Tensor::empty({n, h}, DType::f32);
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    PRISM_CHECK_MSG(r[i] >= 0 && r[i] < x.size(0), "forward: logits_rows past the batch");
-    std::memcpy(dst + i * h, src + int64_t(r[i]) * h, size_t(h) * sizeof(float));
-  }
-  return out;
 }
 
 Tensor WhisperDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer> kv) {
@@ -260,7 +238,7 @@ Tensor WhisperDecoder::forward(const DecoderBatch& batch, std::span<const KvLaye
   if (t == 0) return Tensor::empty({0, c_.vocab_size}, DType::f32);
   Arena* const result_arena = current_arena();  // the caller's (null: heap)
   Tensor x = embed_batch(batch);                // [T, d] f32, the residual stream
-  Arena& scratch = scratch_arena();
+  Arena& scratch = common::scratch_arena();
   for (int64_t l = 0; l < c_.decoder_layers; ++l) {
     scratch.reset();
     ArenaScope scope(&scratch);
@@ -271,14 +249,14 @@ Tensor WhisperDecoder::forward(const DecoderBatch& batch, std::span<const KvLaye
   Tensor normed;
   {
     ArenaScope scope(&scratch);
-    normed = vision::layer_norm(gather_rows(x, batch.logits_rows), w_.layer_norm, kLayerNormEps);  // [N, d]
+    normed = common::layer_norm(ops::gather_rows(x, batch.logits_rows), w_.layer_norm, kLayerNormEps);  // [N, d]
   }
   ArenaScope scope(result_arena);
   return ops::linear(normed, w_.proj_out);  // [N, vocab] f32
 }
 
 int64_t WhisperDecoder::weight_bytes() const {
-  using whisper::linear_bytes;
+  using common::linear_bytes;
   int64_t bytes = linear_bytes(w_.proj_out);
   for (const DecoderLayer& L : w_.layers)
     bytes += linear_bytes(L.self_attn_qkv_proj) + linear_bytes(L.self_attn_out_proj) +
@@ -311,7 +289,7 @@ Result<std::unique_ptr<Decoder>> load_whisper_decoder(const std::string& dir, op
   PRISM_ASSIGN_OR_RETURN(const WhisperConfig config, read_whisper_config(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   Result<DecoderWeights> weights = load_weights(src, config, precision);
-  if (!weights) return whisper::in_dir(dir, weights.status());
+  if (!weights) return common::in_dir(dir, weights.status());
   return std::unique_ptr<Decoder>(new WhisperDecoder(config, std::move(*weights)));
 }
 

@@ -1,7 +1,7 @@
 // models/whisper/whisper_encoder.cpp: Whisper's audio encoder and the decoder's
 // cross-attention K/V projections, behind SpeechEncoder. Log-mel segments in, one CrossKv per
 // segment out. The transformer layers are the pre-LN encoder layer the vision towers use
-// (models/vision/transformer_layer.h), loaded here under Whisper's names. Computes only.
+// (models/common/transformer_layer.h), loaded here under Whisper's names. Computes only.
 #include <cmath>
 #include <memory>
 #include <string>
@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "formats/safetensors.h"
-#include "models/vision/transformer_layer.h"
+#include "models/common/transformer_layer.h"
+#include "models/common/weight_loading.h"
 #include "models/whisper/whisper.h"
 #include "models/whisper/whisper_weights.h"
 #include "runtime/arena.h"
@@ -18,7 +19,7 @@ namespace prism::models {
 namespace {
 
 using formats::WeightSource;
-using vision::TransformerLayer;
+using common::TransformerLayer;
 using whisper::LinearPieces;
 
 constexpr float kLayerNormEps = 1e-5f;  // nn.LayerNorm's default, which Whisper keeps
@@ -31,7 +32,7 @@ struct EncoderWeights {
   // bias: zero) → self_attn_qkv_proj, self_attn.out_proj, final_layer_norm → layer_norm2,
   // fc1 → mlp_fc1, fc2 → mlp_fc2.
   std::vector<TransformerLayer> layers;
-  vision::LayerNormWeights layer_norm;  // [d]
+  common::LayerNormWeights layer_norm;  // [d]
   // decoder.layers.{l}.encoder_attn.{k,v}_proj stacked along out: [2 d, d], rows k
   // (bias zero), then v.
   std::vector<ops::LinearWeight> cross_kv_proj;
@@ -41,10 +42,10 @@ Result<TransformerLayer> load_encoder_layer(const WeightSource& src, const std::
                                             ops::Precision precision) {
   const int64_t d = c.d_model, ffn = c.encoder_ffn_dim;
   TransformerLayer L;
-  PRISM_ASSIGN_OR_RETURN(L.layer_norm1, vision::load_layer_norm(src, p + "self_attn_layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(L.layer_norm1, common::load_layer_norm(src, p + "self_attn_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.self_attn_qkv_proj, whisper::load_self_attn_qkv(src, p, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.self_attn_out_proj, whisper::load_linear(src, p + "self_attn.out_proj", d, d, precision));
-  PRISM_ASSIGN_OR_RETURN(L.layer_norm2, vision::load_layer_norm(src, p + "final_layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(L.layer_norm2, common::load_layer_norm(src, p + "final_layer_norm", d));
   PRISM_ASSIGN_OR_RETURN(L.mlp_fc1, whisper::load_linear(src, p + "fc1", ffn, d, precision));
   PRISM_ASSIGN_OR_RETURN(L.mlp_fc2, whisper::load_linear(src, p + "fc2", d, ffn, precision));
   return L;
@@ -56,18 +57,18 @@ Result<EncoderWeights> load_encoder_weights(const WeightSource& src, const Whisp
   const std::string enc = p + "encoder.";
   const int64_t d = c.d_model;
   EncoderWeights w;
-  PRISM_ASSIGN_OR_RETURN(w.conv1_weight, vision::load_f32(src, enc + "conv1.weight", {d, c.num_mel_bins, 3}));
-  PRISM_ASSIGN_OR_RETURN(w.conv1_bias, vision::load_f32(src, enc + "conv1.bias", {d}));
-  PRISM_ASSIGN_OR_RETURN(w.conv2_weight, vision::load_f32(src, enc + "conv2.weight", {d, d, 3}));
-  PRISM_ASSIGN_OR_RETURN(w.conv2_bias, vision::load_f32(src, enc + "conv2.bias", {d}));
+  PRISM_ASSIGN_OR_RETURN(w.conv1_weight, common::load_f32(src, enc + "conv1.weight", {d, c.num_mel_bins, 3}));
+  PRISM_ASSIGN_OR_RETURN(w.conv1_bias, common::load_f32(src, enc + "conv1.bias", {d}));
+  PRISM_ASSIGN_OR_RETURN(w.conv2_weight, common::load_f32(src, enc + "conv2.weight", {d, d, 3}));
+  PRISM_ASSIGN_OR_RETURN(w.conv2_bias, common::load_f32(src, enc + "conv2.bias", {d}));
   PRISM_ASSIGN_OR_RETURN(w.embed_positions,
-                         vision::load_f32(src, enc + "embed_positions.weight", {c.max_source_positions, d}));
+                         common::load_f32(src, enc + "embed_positions.weight", {c.max_source_positions, d}));
   for (int64_t i = 0; i < c.encoder_layers; ++i) {
     PRISM_ASSIGN_OR_RETURN(TransformerLayer layer,
                            load_encoder_layer(src, enc + "layers." + std::to_string(i) + ".", c, precision));
     w.layers.push_back(std::move(layer));
   }
-  PRISM_ASSIGN_OR_RETURN(w.layer_norm, vision::load_layer_norm(src, enc + "layer_norm", d));
+  PRISM_ASSIGN_OR_RETURN(w.layer_norm, common::load_layer_norm(src, enc + "layer_norm", d));
   for (int64_t l = 0; l < c.decoder_layers; ++l) {
     const std::string a = p + "decoder.layers." + std::to_string(l) + ".encoder_attn.";
     PRISM_ASSIGN_OR_RETURN(
@@ -110,12 +111,12 @@ class WhisperEncoderModel final : public WhisperEncoder {
 
   WhisperConfig c_;
   EncoderWeights w_;
-  vision::TransformerShape shape_;
+  common::TransformerShape shape_;
 };
 
 // features [B, num_mel_bins, F] → the encoder's output [B * F / 2, d] in the forward arenas'
 // staging arena (valid until the next forward on this thread).
-// NOTE: activations live in vision::forward_arenas() (per thread): scratch for the convs, the
+// NOTE: activations live in common::forward_arenas() (per thread): scratch for the convs, the
 // layers alternating between the two hidden arenas, the output in staging.
 Tensor WhisperEncoderModel::forward(const Tensor& features) const {
   PRISM_CHECK_MSG(features.dtype() == DType::f32 && features.dim() == 3 && features.is_contiguous() &&
@@ -124,7 +125,7 @@ Tensor WhisperEncoderModel::forward(const Tensor& features) const {
   const int64_t b = features.size(0), f = features.size(2), frames = f / 2, d = c_.d_model;
   PRISM_CHECK_MSG(f % 2 == 0 && f >= 2 && f <= input_frames(),
                   "whisper encoder: F must be even, in [2, input_frames()]");
-  vision::ForwardArenas& arenas = vision::forward_arenas();
+  common::ForwardArenas& arenas = common::forward_arenas();
   arenas.scratch.reset();
   arenas.hidden[0].reset();
   Tensor x;  // [B * F / 2, d], in hidden[0]
@@ -144,10 +145,10 @@ Tensor WhisperEncoderModel::forward(const Tensor& features) const {
   }
   const ops::AttentionSeqs seqs{cu, cu, Tensor()};
   const size_t num_layers = w_.layers.size();
-  const Tensor last = vision::run_layers(w_.layers, shape_, x, seqs, false, &arenas.hidden[num_layers % 2]);
+  const Tensor last = common::run_layers(w_.layers, shape_, x, seqs, false, &arenas.hidden[num_layers % 2]);
   arenas.staging.reset();
   ArenaScope to_staging(&arenas.staging);
-  return vision::layer_norm(last, w_.layer_norm, kLayerNormEps);
+  return common::layer_norm(last, w_.layer_norm, kLayerNormEps);
 }
 
 Tensor WhisperEncoderModel::encoder_output(const Tensor& features) const {
@@ -179,7 +180,7 @@ std::vector<std::shared_ptr<const CrossKv>> WhisperEncoderModel::encode(const Te
       out.push_back(std::move(kv));
     }
   }
-  Arena& scratch = vision::forward_arenas().scratch;
+  Arena& scratch = common::forward_arenas().scratch;
   for (int64_t l = 0; l < c_.decoder_layers; ++l) {
     scratch.reset();
     ArenaScope scope(&scratch);
@@ -213,7 +214,7 @@ Result<std::unique_ptr<SpeechEncoder>> load_whisper_encoder(const std::string& d
   PRISM_ASSIGN_OR_RETURN(const WhisperConfig config, read_whisper_config(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   Result<EncoderWeights> weights = load_encoder_weights(src, config, precision);
-  if (!weights) return whisper::in_dir(dir, weights.status());
+  if (!weights) return common::in_dir(dir, weights.status());
   return std::unique_ptr<SpeechEncoder>(new WhisperEncoderModel(config, std::move(*weights)));
 }
 

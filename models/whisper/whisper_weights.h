@@ -1,8 +1,9 @@
-// models/whisper/whisper_weights.h: what both Whisper halves load the same way — the
+// models/whisper/whisper_weights.h: what both Whisper halves load the same way: the
 // checkpoint's prefix ("model." in WhisperForConditionalGeneration, none in a bare
-// WhisperModel), attention projections (k_proj without a bias) stacked into one packed linear,
-// embedding tables — and the error prefix. LayerNorms load through
-// models/vision/transformer_layer.h. No forward pass here.
+// WhisperModel) and attention projections (k_proj without a bias) stacked into one packed
+// linear. Embedding tables, byte counts and the error prefix come from
+// models/common/weight_loading.h, LayerNorms from models/common/transformer_layer.h. No
+// forward pass here.
 #pragma once
 
 #include <cstdint>
@@ -38,15 +39,5 @@ Result<ops::LinearWeight> load_linear(const formats::WeightSource& src, const st
 // bias: zero), as both the encoder's and the decoder's layers store them.
 Result<ops::LinearWeight> load_self_attn_qkv(const formats::WeightSource& src, const std::string& layer, int64_t d,
                                              ops::Precision precision);
-
-// An owned copy of "<name>" with its shape checked, in its stored dtype when that is bf16 or
-// f16 (embedding tables), f32 otherwise.
-Result<Tensor> load_table(const formats::WeightSource& src, const std::string& name, const Dims& shape);
-
-// Bytes of a packed linear as one forward pass streams it (weights, scales, bias).
-int64_t linear_bytes(const ops::LinearWeight& w);
-
-// A load error with the directory in front ("<dir>: <message>"), code kept.
-Status in_dir(const std::string& dir, const Status& s);
 
 }  // namespace prism::models::whisper

@@ -1,8 +1,10 @@
-// embedding: gathers table rows by id into f32 rows, converting bf16/f16 tables on the fly.
-// Each output row is a copy (f32) or a widening by the tier's kernel (bf16: shift into the high
-// half; f16: the hardware half-float conversion), spread over the OpenMP pool by rows.
-// NOTE: an id outside [0, vocab) is a bug upstream (the tokenizer or engine built it), so it
-// aborts through PRISM_CHECK rather than reading outside the table.
+// embedding and gather_rows: rows picked by index. embedding gathers table rows by id into f32
+// rows, converting bf16/f16 tables on the fly: each output row is a copy (f32) or a widening
+// by the tier's kernel (bf16: shift into the high half; f16: the hardware half-float
+// conversion), spread over the OpenMP pool by rows. gather_rows picks rows of an f32
+// activation (a decoder's rows that need logits).
+// NOTE: an index outside the table or activation is a bug upstream (the tokenizer or engine
+// built it), so it aborts through PRISM_CHECK rather than reading outside the tensor.
 #include <algorithm>
 #include <cstring>
 
@@ -46,6 +48,28 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
       else k.f16_to_f32(reinterpret_cast<const f16*>(src), dst, h);
     }
   });
+  return out;
+}
+
+// NOTE: one thread: R is a few rows per sequence of a step, each one memcpy, far less work
+// than starting a parallel region.
+Tensor gather_rows(const Tensor& x, const Tensor& rows) {
+  PRISM_CHECK_MSG(x.dim() == 2 && x.dtype() == DType::f32 && x.is_contiguous(),
+                  "gather_rows: x must be [N, D] f32, contiguous");
+  PRISM_CHECK_MSG(rows.dim() == 1 && (rows.dtype() == DType::i32 || rows.dtype() == DType::i64),
+                  "gather_rows: rows must be [R] i32 or i64");
+  const int64_t n = x.size(0), d = x.size(1), num_rows = rows.size(0);
+  const Tensor rc = rows.contiguous();
+  const int64_t* r64 = rows.dtype() == DType::i64 ? rc.data<int64_t>() : nullptr;
+  const int32_t* r32 = r64 == nullptr ? rc.data<int32_t>() : nullptr;
+  Tensor out = Tensor::empty({num_rows, d}, DType::f32);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t i = 0; i < num_rows; ++i) {
+    const int64_t r = r64 != nullptr ? r64[i] : r32[i];
+    PRISM_CHECK_MSG(r >= 0 && r < n, "gather_rows: row out of range");
+    copy_row_f32(src + r * d, dst + i * d, d);
+  }
   return out;
 }
 

@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "api/routes/transcript_format.h"
-#include "app/demo.h"
 #include "base/file.h"
 #include "test_util/paths.h"
 #include "test_util/reference_io.h"
 #include "test_util/whisper_tokenizer.h"
+#include "tools/demo/demo.h"
 
 namespace prism::app {
 namespace {
@@ -188,9 +188,10 @@ TEST(TranscribeDeployment, FlagsBecomeKnobs) {
   // Without --model: the demo set's demo-asr when this build's demo set has one.
   o = TranscribeCommandOptions{};
   o.demo_dir = test::scratch_dir("transcribe_cli_demo");
-  const auto models = demo_models();
-  const bool has_demo_asr = std::any_of(models.begin(), models.end(),
-                                        [](const DemoModel& m) { return std::string_view(m.name) == "demo-asr"; });
+  const auto models = tools::demo::demo_models();
+  const bool has_demo_asr = std::any_of(models.begin(), models.end(), [](const tools::demo::DemoModel& m) {
+    return std::string_view(m.name) == "demo-asr";
+  });
   d = transcribe_deployment(o);
   if (has_demo_asr) {
     ASSERT_TRUE(d.has_value()) << d.status().to_string();

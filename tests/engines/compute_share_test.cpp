@@ -15,7 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "app/demo_chat.h"
 #include "engines/generate/generate_engine_factory.h"
 #include "engines/generate/generate_frontend.h"
 #include "engines/generate/generate_payload.h"
@@ -24,6 +23,7 @@
 #include "runtime/threads.h"
 #include "serving/deployment.h"
 #include "test_util/paths.h"
+#include "tools/demo/demo_chat.h"
 
 namespace prism::engines::generate {
 namespace {
@@ -33,7 +33,7 @@ constexpr int kPool = 2;
 const std::string& demo_chat_dir() {
   static const std::string dir = [] {
     std::string d = test::scratch_dir("compute_share_demo_chat");
-    Status s = app::write_demo_chat(d);
+    Status s = tools::demo::write_demo_chat(d);
     EXPECT_TRUE(s.ok()) << s.message();
     return d;
   }();

@@ -28,7 +28,7 @@ before(async () => {
   assert.equal(init.code, 0, `prism demo init failed:\n${init.stdout}${init.stderr}`);
   const model = path.join(demo, 'demo-asr');
   assert.ok(fs.existsSync(path.join(model, 'config.json')),
-    'the demo set has no demo-asr (app/demo.cpp must list it): this test serves it');
+    'the demo set has no demo-asr (tools/demo/demo.cpp must list it): this test serves it');
   server = await startServer({
     config: `
 [server]

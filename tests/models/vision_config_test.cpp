@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/hf_config.h"
+#include "models/common/transformer_layer.h"
 #include "models/vision/text_tower.h"
-#include "models/vision/transformer_layer.h"
 #include "models/vision/vision_tower.h"
 #include "runtime/ops.h"
 
@@ -115,13 +115,13 @@ TEST(TextTowerConfig, ClipProjectsToProjectionDim) {
 }
 
 TEST(MlpActivation, HiddenActNamesMapToTheirForms) {
-  auto quick = vision::MlpActivation::parse("quick_gelu");
+  auto quick = common::MlpActivation::parse("quick_gelu");
   ASSERT_TRUE(quick.has_value());
   EXPECT_EQ(quick->fused, ops::Activation::quick_gelu);  // fused into fc1, no separate pass
-  EXPECT_EQ(vision::MlpActivation::parse("gelu")->fused, ops::Activation::gelu_erf);
-  EXPECT_EQ(vision::MlpActivation::parse("gelu_pytorch_tanh")->fused, ops::Activation::gelu_tanh);
-  EXPECT_EQ(vision::MlpActivation::parse("gelu_new")->fused, ops::Activation::gelu_tanh);
-  EXPECT_FALSE(vision::MlpActivation::parse("relu").has_value());
+  EXPECT_EQ(common::MlpActivation::parse("gelu")->fused, ops::Activation::gelu_erf);
+  EXPECT_EQ(common::MlpActivation::parse("gelu_pytorch_tanh")->fused, ops::Activation::gelu_tanh);
+  EXPECT_EQ(common::MlpActivation::parse("gelu_new")->fused, ops::Activation::gelu_tanh);
+  EXPECT_FALSE(common::MlpActivation::parse("relu").has_value());
 }
 
 }  // namespace

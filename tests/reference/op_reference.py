@@ -1,4 +1,4 @@
-"""PyTorch reference numbers for single ops (rope, conv), for the C++ op tests.
+"""PyTorch reference numbers for single ops (rope, conv, patchify), for the C++ op tests.
 
 Usage: op_reference.py <case> <out_dir>
 
@@ -81,7 +81,20 @@ def conv2d_patch(out_dir):
         save(out_dir, name, t)
 
 
-CASES = {f.__name__: f for f in (rope_half, rope_interleaved, conv1d, conv2d, conv2d_patch)}
+def patchify(out_dir):
+    # ViT patch rows: x [2, 3, 35, 35], patch 8, so a 4 x 4 grid and the last 3 pixel rows and
+    # columns unused (a stride-8 conv ignores them too). Each view's patches in raster order,
+    # each patch's pixels in (channel, row, column) order: the conv weight's flattening.
+    V, C, S, P = 2, 3, 35, 8
+    g = S // P
+    x = torch.randn(V, C, S, S)
+    out = (x[:, :, : g * P, : g * P].reshape(V, C, g, P, g, P).permute(0, 2, 4, 1, 3, 5)
+           .reshape(V * g * g, C * P * P))
+    for name, t in (("x", x), ("out", out)):
+        save(out_dir, name, t)
+
+
+CASES = {f.__name__: f for f in (rope_half, rope_interleaved, conv1d, conv2d, conv2d_patch, patchify)}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in CASES:
