@@ -90,4 +90,11 @@ Tensor run_layers(std::span<const TransformerLayer> layers, const TransformerSha
   return h;
 }
 
+Tensor uniform_cu_seqlens(int64_t n, int64_t len) {
+  Tensor cu = Tensor::empty({n + 1}, DType::i32);
+  int32_t* c = cu.data<int32_t>();
+  for (int64_t i = 0; i <= n; ++i) c[i] = int32_t(i * len);
+  return cu;
+}
+
 }  // namespace prism::models::common

@@ -55,6 +55,10 @@ Result<TransformerLayer> load_transformer_layer(const formats::WeightSource& src
 
 Tensor layer_norm(const Tensor& x, const LayerNormWeights& w, float eps);
 
+// cu_seqlens [n + 1] i32 of n sequences of `len` tokens each (views of a tower, segments of
+// an audio encoder): 0, len, 2 len, ...
+Tensor uniform_cu_seqlens(int64_t n, int64_t len);
+
 // x [T, hidden] f32 → x + attn(ln1(x)), then + mlp(ln2(·)): [T, hidden] f32.
 // NOTE: attention runs within the sequences of `seqs` only (a view, a text); intermediates
 // go to the current arena, the result to `out` (null: the heap).

@@ -21,6 +21,7 @@ using formats::WeightSource;
 using common::LayerNormWeights;
 using common::TransformerLayer;
 using common::TransformerShape;
+using common::uniform_cu_seqlens;
 
 // Defaults of the transformers config classes, for keys a real config.json leaves out
 // (llava-hf's vision_config omits num_channels / hidden_act; SmolVLM's omits
@@ -56,14 +57,6 @@ Result<int64_t> int_key(const nlohmann::json& j, const char* key, int64_t fallba
     return invalid_argument(std::string("config.json: vision_config.") + key + " must be positive, got " +
                             std::to_string(v));
   return v;
-}
-
-// cu_seqlens [n + 1] i32 of n sequences of `len` tokens each.
-Tensor uniform_cu_seqlens(int64_t n, int64_t len) {
-  Tensor cu = Tensor::empty({n + 1}, DType::i32);
-  int32_t* c = cu.data<int32_t>();
-  for (int64_t i = 0; i <= n; ++i) c[i] = int32_t(i * len);
-  return cu;
 }
 
 // SiglipMultiheadAttentionPoolingHead ("head.*"): a learned probe attends over the view's

@@ -20,6 +20,7 @@ namespace {
 
 using formats::WeightSource;
 using common::TransformerLayer;
+using common::uniform_cu_seqlens;
 using whisper::LinearPieces;
 
 constexpr float kLayerNormEps = 1e-5f;  // nn.LayerNorm's default, which Whisper keeps
@@ -78,14 +79,6 @@ Result<EncoderWeights> load_encoder_weights(const WeightSource& src, const Whisp
     w.cross_kv_proj.push_back(std::move(kv));
   }
   return w;
-}
-
-// [n + 1] i32: 0, len, 2 len, ...
-Tensor uniform_cu_seqlens(int64_t n, int64_t len) {
-  Tensor cu = Tensor::empty({n + 1}, DType::i32);
-  int32_t* p = cu.data<int32_t>();
-  for (int64_t i = 0; i <= n; ++i) p[i] = int32_t(i * len);
-  return cu;
 }
 
 class WhisperEncoderModel final : public WhisperEncoder {
