@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "models/common/batch_embedding.h"
 #include "models/common/scratch_arena.h"
 #include "models/common/weight_loading.h"
 #include "runtime/arena.h"
@@ -146,33 +147,12 @@ class LlamaDecoder final : public Decoder {
   double flops(int64_t tokens, int64_t context) const override;
 
  private:
-  Tensor embed_batch(const DecoderBatch& batch) const;
   void layer_forward(const LlamaLayer& L, Tensor& x, const DecoderBatch& batch, const KvLayer& kv) const;
 
   LlamaConfig c_;
   LlamaWeights w_;
   ops::RopeTable rope_;  // [max_context, D / 2]
 };
-
-// [T, hidden] f32 rows of token embeddings, or of batch.input_embeddings where the id is -1.
-Tensor LlamaDecoder::embed_batch(const DecoderBatch& batch) const {
-  const Tensor& ids = batch.token_ids;
-  const int64_t t = ids.size(0);
-  const int32_t* pid = ids.data<int32_t>();
-  int64_t num_spliced = 0;
-  for (int64_t i = 0; i < t; ++i) num_spliced += pid[i] == -1;
-  if (num_spliced == 0) return ops::embedding(w_.embed_tokens, ids);
-  const Tensor& e = batch.input_embeddings;
-  PRISM_CHECK_MSG(e.defined() && e.dim() == 2 && e.size(0) == t && e.size(1) == c_.hidden_size,
-                  "forward: token id -1 needs input_embeddings [T, hidden_size]");
-  Tensor safe_ids = Tensor::empty({t}, DType::i32);
-  int32_t* sid = safe_ids.data<int32_t>();
-  for (int64_t i = 0; i < t; ++i) sid[i] = pid[i] == -1 ? 0 : pid[i];
-  Tensor x = ops::embedding(w_.embed_tokens, safe_ids);
-  for (int64_t i = 0; i < t; ++i)
-    if (pid[i] == -1) x.select(0, i).copy_from(e.select(0, i));
-  return x;
-}
 
 // One pre-norm layer, the residual stream x [T, hidden] updated in place; intermediates in
 // the current (scratch) arena.
@@ -216,7 +196,7 @@ Tensor LlamaDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer>
   PRISM_CHECK_MSG(num_rows <= t, "forward: more logits_rows than tokens");
   if (t == 0) return Tensor::empty({0, c_.vocab_size}, DType::f32);
   Arena* const result_arena = current_arena();  // the caller's (null: heap)
-  Tensor x = embed_batch(batch);                // [T, hidden] f32, the residual stream
+  Tensor x = common::embed_batch(w_.embed_tokens, batch, c_.hidden_size);  // [T, hidden] f32, the residual stream
   Arena& scratch = common::scratch_arena();
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     scratch.reset();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "models/common/batch_embedding.h"
 #include "models/common/scratch_arena.h"
 #include "models/common/transformer_layer.h"
 #include "models/common/weight_loading.h"
@@ -153,25 +154,7 @@ void WhisperDecoder::check_batch(const DecoderBatch& batch, std::span<const KvLa
 
 // [T, d] f32: token embeddings (or batch.input_embeddings where the id is -1) + positions.
 Tensor WhisperDecoder::embed_batch(const DecoderBatch& batch) const {
-  const Tensor& ids = batch.token_ids;
-  const int64_t t = ids.size(0);
-  const int32_t* pid = ids.data<int32_t>();
-  int64_t num_spliced = 0;
-  for (int64_t i = 0; i < t; ++i) num_spliced += pid[i] == -1;
-  Tensor x;
-  if (num_spliced == 0) {
-    x = ops::embedding(w_.embed_tokens, ids);
-  } else {
-    const Tensor& e = batch.input_embeddings;
-    PRISM_CHECK_MSG(e.defined() && e.dim() == 2 && e.size(0) == t && e.size(1) == c_.d_model,
-                    "forward: token id -1 needs input_embeddings [T, hidden_size]");
-    Tensor safe_ids = Tensor::empty({t}, DType::i32);
-    int32_t* sid = safe_ids.data<int32_t>();
-    for (int64_t i = 0; i < t; ++i) sid[i] = pid[i] == -1 ? 0 : pid[i];
-    x = ops::embedding(w_.embed_tokens, safe_ids);
-    for (int64_t i = 0; i < t; ++i)
-      if (pid[i] == -1) x.select(0, i).copy_from(e.select(0, i));
-  }
+  Tensor x = common::embed_batch(w_.embed_tokens, batch, c_.d_model);
   {
     ArenaScope scope(&common::scratch_arena());
     ops::add_(x, ops::embedding(w_.embed_positions, batch.positions));  // + [T, d] positions, in place
