@@ -50,7 +50,6 @@ struct ChatJob {
 // hands the request to a GenerateCall. On a media worker when the request has media, else on
 // the I/O thread.
 void prepare_and_run(ChatJob job, Responder responder) {
-  if (responder.cancelled()) return;  // the client left while the job waited
   ApiError error;
   Result<ChatPrompt> prompt = build_chat_prompt(*job.frontend, job.model, job.body, job.chat, job.media, error);
   if (!prompt.has_value()) {
@@ -110,8 +109,8 @@ void post_chat_completions(serving::DeploymentSet& deployments, serving::WorkPoo
   // media worker, never on the I/O thread; a full worker queue is a 429.
   if (job.media.empty()) return prepare_and_run(std::move(job), std::move(responder));
   auto shared_job = std::make_shared<ChatJob>(std::move(job));
-  if (!media_pool.try_post([shared_job, responder]() mutable { prepare_and_run(std::move(*shared_job), responder); }))
-    return (void)responder.send(error_response(overloaded(1, "media preparation")));
+  post_or_refuse(media_pool, std::move(responder), "media preparation",
+                 [shared_job](Responder r) { prepare_and_run(std::move(*shared_job), std::move(r)); });
 }
 
 }  // namespace

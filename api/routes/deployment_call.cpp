@@ -73,6 +73,15 @@ void submit_or_refuse(serving::Deployment& deployment, serving::PayloadPtr paylo
   cancel_on_disconnect(responder, request);
 }
 
+void post_or_refuse(serving::WorkPool& pool, Responder responder, std::string_view what,
+                    std::function<void(Responder)> job) {
+  const bool posted = pool.try_post([responder, job = std::move(job)]() mutable {
+    if (responder.cancelled()) return;  // the client left while the job waited
+    job(std::move(responder));
+  });
+  if (!posted) responder.send(error_response(overloaded(1, what)));
+}
+
 ApiError completion_error(const Status& status) {
   if (status.code() == StatusCode::unavailable) return not_ready(status.message());
   return from_status(status);

@@ -7,6 +7,7 @@
 // Must not: know any engine's payload type, or block (it runs on I/O threads).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "base/status.h"
 #include "serving/deployment_set.h"
 #include "serving/request.h"
+#include "serving/work_pool.h"
 
 namespace prism::api {
 
@@ -50,6 +52,12 @@ Result<std::shared_ptr<const F>> frontend_of(const serving::Deployment& deployme
   return internal_error("deployment '" + deployment.name() + "' of task \"" + deployment.config().task +
                         "\" has a frontend of another task");
 }
+
+// Runs job(responder) on `pool`, off the I/O thread (blocking preparation: media fetch and
+// decode); skipped when the client left while it waited. A full pool answers 429 with
+// Retry-After: 1, naming `what`.
+void post_or_refuse(serving::WorkPool& pool, Responder responder, std::string_view what,
+                    std::function<void(Responder)> job);
 
 // When the client goes away (disconnect, request deadline), the queued request is cancelled:
 // it is skipped when batches form, or a looping engine stops it between steps.

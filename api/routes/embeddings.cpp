@@ -372,12 +372,10 @@ void post_embeddings(serving::DeploymentSet& deployments, serving::WorkPool& med
                              std::move(responder));
   auto job = std::make_shared<EmbedJob>(EmbedJob{d.value(), std::move(frontend), std::move(inputs).value(),
                                                  std::move(payload), std::move(shape), lane});
-  if (!media_pool.try_post([job, responder]() mutable {
-        if (responder.cancelled()) return;  // the client left while the job waited
-        submit_embeddings(*job->deployment, std::move(job->payload), *job->frontend, job->inputs,
-                          std::move(job->shape), job->lane, std::move(responder));
-      }))
-    return (void)responder.send(error_response(overloaded(1, "media preparation")));
+  post_or_refuse(media_pool, std::move(responder), "media preparation", [job](Responder r) {
+    submit_embeddings(*job->deployment, std::move(job->payload), *job->frontend, job->inputs, std::move(job->shape),
+                      job->lane, std::move(r));
+  });
 }
 
 }  // namespace
