@@ -30,7 +30,9 @@
 #include "engines/encode/embed_engine.h"
 #include "engines/encode/media_cache.h"
 #include "engines/generate/generate_engine.h"
-#include "engines/transcribe/asr_service.h"
+#include "engines/vad/vad_engine.h"
+#include "pipelines/transcribe/asr_service.h"
+#include "pipelines/transcribe/voice_activity.h"
 #include "runtime/compute_gate.h"
 #include "runtime/cpu_allowance.h"
 #include "runtime/cpu_features.h"
@@ -57,6 +59,7 @@ serving::EngineFactories make_engines() {
   serving::register_echo_engine(engines);
   prism::engines::encode::register_embed_engine(engines);
   prism::engines::generate::register_generate_engine(engines);
+  prism::engines::vad::register_vad_engine(engines);
   return engines;
 }
 
@@ -86,6 +89,7 @@ Result<serving::Config> resolve_config(const ServeOptions& o, bool& demo) {
   PRISM_RETURN_IF_ERROR(serving::apply_overrides(config, overrides));
   if (config.deployments.empty())
     return invalid_argument(config.origin_of("deployment") + ": no [[deployment]]: nothing to serve");
+  PRISM_RETURN_IF_ERROR(pipelines::transcribe::add_vad_deployments(config));
   return config;
 }
 
@@ -109,9 +113,11 @@ std::vector<Status> check_model_dirs(const serving::Config& c) {
   std::vector<Status> out;
   for (size_t i = 0; i < c.deployments.size(); ++i) {
     const serving::DeploymentConfig& d = c.deployments[i];
-    if (d.task != "echo" && !std::filesystem::is_directory(d.model))
+    if (d.task == "vad" ? !std::filesystem::is_regular_file(d.model)
+                        : d.task != "echo" && !std::filesystem::is_directory(d.model))
       out.push_back(invalid_argument(c.locate("deployment[" + std::to_string(i) + "].model",
-                                              "no such model directory '" + d.model + "'")));
+                                              std::string(d.task == "vad" ? "no such model file '" : "no such model directory '") +
+                                                  d.model + "'")));
     else
       out.emplace_back();
   }
@@ -203,8 +209,8 @@ int run_serve(const ServeOptions& options) {
     if (!missing_dirs[i].ok()) deployments.deployments()[i]->mark_failed(missing_dirs[i]);
   // The speech side of transcribe deployments (live schedulers): stopped before the
   // deployments are (reset below), so no live stream submits to a stopping deployment.
-  std::optional<prism::engines::transcribe::AsrServices> asr_services(std::in_place, deployments);
-  prism::engines::transcribe::AsrServices& asr = *asr_services;
+  std::optional<prism::pipelines::transcribe::AsrServices> asr_services(std::in_place, deployments);
+  prism::pipelines::transcribe::AsrServices& asr = *asr_services;
 
   // Off the HTTP threads, each worker with an OpenMP team of one (runtime/threads.h): requests'
   // media are fetched and decoded on the media pool, audio uploads decoded, cut by the VAD and

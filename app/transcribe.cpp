@@ -24,8 +24,10 @@
 #include "app/progress.h"
 #include "base/file.h"
 #include "engines/generate/generate_engine.h"
-#include "engines/transcribe/asr_service.h"
-#include "engines/transcribe/transcription.h"
+#include "engines/vad/vad_engine.h"
+#include "pipelines/transcribe/asr_service.h"
+#include "pipelines/transcribe/voice_activity.h"
+#include "pipelines/transcribe/transcription.h"
 #include "media/audio.h"
 #include "serving/deployment_set.h"
 #include "serving/metrics.h"
@@ -38,7 +40,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using engines::generate::SpeechTask;
-using engines::transcribe::Transcript;
+using pipelines::transcribe::Transcript;
 
 constexpr const char* kDemoAsr = "demo-asr";
 
@@ -186,8 +188,8 @@ int run_transcribe(const TranscribeCommandOptions& o) {
 
   Result<serving::DeploymentConfig> config = transcribe_deployment(o);
   if (!config.has_value()) return fail(config.status().message());
-  Result<engines::transcribe::TranscribeSettings> settings =
-      engines::transcribe::TranscribeSettings::from_knobs(config->knobs);
+  Result<pipelines::transcribe::TranscribeSettings> settings =
+      pipelines::transcribe::TranscribeSettings::from_knobs(config->knobs);
   if (!settings.has_value()) return fail(settings.status().message());
 
   // The file first: a bad one fails before the model loads.
@@ -201,11 +203,16 @@ int run_transcribe(const TranscribeCommandOptions& o) {
   std::string().swap(*bytes);
   const double seconds = audio->seconds();
 
+  // The model's deployment, and the "vad" deployment of its Silero file, if any.
+  serving::Config set_config;
+  set_config.deployments.push_back(*config);
+  if (Status s = pipelines::transcribe::add_vad_deployments(set_config); !s.ok()) return fail(s.message());
   serving::MetricsRegistry metrics;
   serving::EngineFactories engines;
   prism::engines::generate::register_generate_engine(engines);
+  prism::engines::vad::register_vad_engine(engines);
   serving::DeploymentSet deployments(metrics);
-  if (Status s = deployments.add(*config, engines); !s.ok()) return fail(s.message());
+  if (Status s = deployments.add_all(set_config, engines); !s.ok()) return fail(s.message());
   deployments.start_all();
   if (Status s = deployments.wait_ready(); !s.ok()) return fail("cannot load the model " + config->model + ": " + s.message());
 
@@ -213,14 +220,14 @@ int run_transcribe(const TranscribeCommandOptions& o) {
   bool multilingual = true;
   {
     // NOTE: the services (and their transcription contexts) go before the deployments stop.
-    engines::transcribe::AsrServices asr(deployments);
-    Result<std::shared_ptr<engines::transcribe::AsrService>> service = asr.find(config->name);
+    pipelines::transcribe::AsrServices asr(deployments);
+    Result<std::shared_ptr<pipelines::transcribe::AsrService>> service = asr.find(config->name);
     if (!service.has_value()) return fail(service.status().message());
     const engines::generate::SpeechProcessor* speech = (*service)->context.frontend->speech();
     multilingual = speech->multilingual();
     if (task == SpeechTask::translate && !speech->multilingual())
       return fail("the model " + config->model + " is English-only: it cannot translate");
-    engines::transcribe::TranscribeOptions options;
+    pipelines::transcribe::TranscribeOptions options;
     options.task = task;
     if (!o.language.empty()) {
       Result<std::string> code = speech->check_language(o.language);
@@ -231,7 +238,7 @@ int run_transcribe(const TranscribeCommandOptions& o) {
     options.temperature = float(o.temperature);
     options.temperature_fallback = o.temperature_fallback;
 
-    engines::transcribe::TranscriptionEvents events;
+    pipelines::transcribe::TranscriptionEvents events;
     events.on_progress = [&outcome](int done, int total) {
       outcome.done_chunks.store(done);
       outcome.total_chunks.store(total);
@@ -246,8 +253,8 @@ int run_transcribe(const TranscribeCommandOptions& o) {
     std::fprintf(stderr, "prism transcribe: %s (%s s of %s audio) with %s\n", o.file.c_str(),
                  one_decimal(seconds).c_str(), audio->format.c_str(), config->model.c_str());
     ProgressLine progress(seconds, o.progress);
-    std::shared_ptr<engines::transcribe::Transcription> transcription =
-        engines::transcribe::Transcription::start((*service)->context, std::move(audio->samples), std::move(options),
+    std::shared_ptr<pipelines::transcribe::Transcription> transcription =
+        pipelines::transcribe::Transcription::start((*service)->context, std::move(audio->samples), std::move(options),
                                                   std::move(events));
     std::unique_lock lock(outcome.mu);
     while (!outcome.cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return outcome.result.has_value(); }))

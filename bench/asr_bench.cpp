@@ -12,7 +12,7 @@
 // and the same rate for live windows. Modes (default: all), in the order they run:
 //   longform  a --minutes long recording (default 10) made of jfk.flac repeated with
 //             --silence-seconds of silence between copies, transcribed as `prism serve` does
-//             (engines/transcribe's orchestrator over a "transcribe" deployment: energy VAD →
+//             (pipelines/transcribe's orchestrator over a "transcribe" deployment: energy VAD →
 //             chunks of <= 30 s → one engine request per chunk): sequential chunks
 //             (asr_parallel_chunks = false: chunk k + 1 submitted when chunk k is done, conditioned
 //             on its text, as openai/whisper's transcribe()) against parallel chunks (all in the
@@ -61,9 +61,9 @@
 #include "engines/generate/generate_payload.h"
 #include "engines/generate/logits_processor.h"
 #include "engines/generate/speech_processor.h"
-#include "engines/transcribe/live.h"
-#include "engines/transcribe/transcription.h"
-#include "engines/transcribe/voice_activity.h"
+#include "pipelines/transcribe/live.h"
+#include "pipelines/transcribe/transcription.h"
+#include "pipelines/transcribe/voice_activity.h"
 #include "formats/safetensors.h"
 #include "media/audio.h"
 #include "media/log_mel.h"
@@ -80,7 +80,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace gen = prism::engines::generate;
-namespace asr = prism::engines::transcribe;
+namespace asr = prism::pipelines::transcribe;
 using prism::DType;
 using prism::Tensor;
 using Clock = std::chrono::steady_clock;
@@ -269,14 +269,14 @@ prism::Status start_deployment(const Options& o, int encoder_segments, Bench& b)
   b.deployment->start();
   PRISM_RETURN_IF_ERROR(b.deployment->wait_ready());
 
-  // As engines/transcribe/asr_service.cpp builds it, with the bench's submit function.
+  // As pipelines/transcribe/asr_service.cpp builds it, with the bench's submit function.
   asr::TranscriptionContext& ctx = b.context;
   ctx.frontend = std::dynamic_pointer_cast<const gen::GenerateFrontend>(b.deployment->frontend());
   if (!ctx.frontend || ctx.frontend->speech() == nullptr)
     return prism::failed_precondition(o.model + " is not a speech model");
   PRISM_ASSIGN_OR_RETURN(ctx.settings, asr::TranscribeSettings::from_knobs(c.knobs));
   ctx.settings.max_chunks_in_flight = o.max_batch;
-  PRISM_ASSIGN_OR_RETURN(ctx.vad, asr::VoiceActivity::load(ctx.settings.vad));
+  PRISM_ASSIGN_OR_RETURN(ctx.vad, asr::VoiceActivity::connect(ctx.settings.vad, nullptr));  // energy
   ctx.metrics = std::make_shared<asr::AsrMetrics>(b.metrics, prism::serving::Labels{{"deployment", "bench"},
                                                                                     {"modality", "asr"}});
   b.submitter->deployment = b.deployment.get();

@@ -15,7 +15,7 @@ namespace prism::serving {
 // Tasks and knobs
 
 const std::vector<std::string>& known_tasks() {
-  static const std::vector<std::string> tasks = {"echo", "embed", "chat", "transcribe", "speak", "image", "video"};
+  static const std::vector<std::string> tasks = {"echo", "embed", "chat", "transcribe", "vad", "speak", "image", "video"};
   return tasks;
 }
 
@@ -28,6 +28,7 @@ std::string modality_of_task(std::string_view task) {
   if (task == "embed") return "embeddings";
   if (task == "chat") return "llm";
   if (task == "transcribe") return "asr";
+  if (task == "vad") return "vad";
   if (task == "speak") return "tts";
   if (task == "image") return "image_generation";
   if (task == "video") return "video_generation";

@@ -100,7 +100,7 @@ class Knobs {
 
 struct DeploymentConfig {
   std::string name;                // the `model` field clients send
-  std::string task;                // embed, chat, transcribe, speak, image, video, echo
+  std::string task;                // embed, chat, transcribe, vad, speak, image, video, echo
   std::string model;               // Hugging Face directory (unused by echo)
   int replicas = 1;
   std::string precision = "f32";   // f32, bf16, int8

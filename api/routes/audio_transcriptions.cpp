@@ -23,7 +23,7 @@
 #include "api/sse.h"
 #include "base/log.h"
 #include "engines/generate/generate_frontend.h"
-#include "engines/transcribe/transcription.h"
+#include "pipelines/transcribe/transcription.h"
 #include "media/audio.h"
 
 namespace prism::api {
@@ -31,9 +31,9 @@ namespace prism::api {
 namespace {
 
 using engines::generate::SpeechTask;
-using engines::transcribe::AsrService;
-using engines::transcribe::Transcript;
-using engines::transcribe::Transcription;
+using pipelines::transcribe::AsrService;
+using pipelines::transcribe::Transcript;
+using pipelines::transcribe::Transcription;
 
 constexpr std::string_view kTask = "transcribe";
 
@@ -173,7 +173,7 @@ class AudioCall : public std::enable_shared_from_this<AudioCall> {
     // NOTE: this thread's OpenMP regions (log-mel) stay on it: one compute pool (the engine's).
     omp_set_num_threads(1);
     if (is_cancelled()) return;
-    const engines::transcribe::TranscriptionContext& context = service_->context;
+    const pipelines::transcribe::TranscriptionContext& context = service_->context;
     media::AudioLimits limits;
     limits.max_seconds = context.settings.max_audio_seconds;
     Result<media::Audio> audio = media::decode_audio(
@@ -192,15 +192,15 @@ class AudioCall : public std::enable_shared_from_this<AudioCall> {
     }
     if (is_cancelled()) return;  // the client left while the file decoded
 
-    engines::transcribe::TranscribeOptions options;
+    pipelines::transcribe::TranscribeOptions options;
     options.task = request_.task;
     options.language = request_.language;
     options.prompt = request_.prompt;
     options.temperature = request_.temperature;
     options.temperature_fallback = request_.temperature_fallback;
-    engines::transcribe::TranscriptionEvents events;
+    pipelines::transcribe::TranscriptionEvents events;
     std::shared_ptr<AudioCall> self = shared_from_this();
-    if (request_.streams()) events.on_segment = [self](const engines::transcribe::Segment& s) { self->on_segment(s); };
+    if (request_.streams()) events.on_segment = [self](const pipelines::transcribe::Segment& s) { self->on_segment(s); };
     events.on_done = [self](Result<Transcript> t) { self->on_done(std::move(t)); };
     std::shared_ptr<Transcription> t =
         Transcription::start(context, std::move(audio->samples), std::move(options), std::move(events));
@@ -232,7 +232,7 @@ class AudioCall : public std::enable_shared_from_this<AudioCall> {
   }
 
   // Engine thread (or the job thread). Segments come final and in time order.
-  void on_segment(const engines::transcribe::Segment& segment) {
+  void on_segment(const pipelines::transcribe::Segment& segment) {
     bool gone = false;
     {
       std::lock_guard lock(mu_);
@@ -310,7 +310,7 @@ class AudioCall : public std::enable_shared_from_this<AudioCall> {
 
 // The service of the request's model, or the client's error.
 Result<std::shared_ptr<AsrService>> find_service(serving::DeploymentSet& deployments,
-                                                 engines::transcribe::AsrServices& asr, const AudioRequest& request,
+                                                 pipelines::transcribe::AsrServices& asr, const AudioRequest& request,
                                                  const Request& http, ApiError& error) {
   Result<serving::Deployment*> d = find_deployment(deployments, request.model, kTask, error);
   if (!d.has_value()) return d.status();
@@ -332,7 +332,7 @@ Result<std::shared_ptr<AsrService>> find_service(serving::DeploymentSet& deploym
   return service;
 }
 
-void post_audio(serving::DeploymentSet& deployments, engines::transcribe::AsrServices& asr, serving::WorkPool& jobs,
+void post_audio(serving::DeploymentSet& deployments, pipelines::transcribe::AsrServices& asr, serving::WorkPool& jobs,
                 SpeechTask task, const Request& http, Responder responder) {
   AudioRequest request;
   if (auto e = read_audio_request(http.header("Content-Type"), http.body, task, request))
@@ -357,10 +357,10 @@ void post_audio(serving::DeploymentSet& deployments, engines::transcribe::AsrSer
 
 }  // namespace
 
-void add_audio_routes(Router& router, serving::DeploymentSet& deployments, engines::transcribe::AsrServices& asr,
+void add_audio_routes(Router& router, serving::DeploymentSet& deployments, pipelines::transcribe::AsrServices& asr,
                       serving::WorkPool& audio_pool) {
   serving::DeploymentSet* set = &deployments;
-  engines::transcribe::AsrServices* services = &asr;
+  pipelines::transcribe::AsrServices* services = &asr;
   serving::WorkPool* jobs = &audio_pool;
   router.add("POST", "/v1/audio/transcriptions", [set, services, jobs](const Request& request, Responder responder) {
     post_audio(*set, *services, *jobs, SpeechTask::transcribe, request, std::move(responder));

@@ -1,5 +1,5 @@
 // api/routes/audio_transcriptions.h: OpenAI's speech-to-text routes for deployments of task
-// "transcribe" (engines/transcribe: VAD, chunks decoded in parallel, quality re-runs, stitching).
+// "transcribe" (pipelines/transcribe: VAD, chunks decoded in parallel, quality re-runs, stitching).
 //   POST /v1/audio/transcriptions   multipart/form-data:
 //     file (required: the audio; WAV, FLAC, OGG, MP3, M4A, WebM ...), model (required),
 //     language (ISO-639-1 "en", or a Whisper name "english"; default: detected), prompt,
@@ -40,7 +40,7 @@
 #include "api/errors.h"
 #include "api/router.h"
 #include "api/routes/transcript_format.h"
-#include "engines/transcribe/asr_service.h"
+#include "pipelines/transcribe/asr_service.h"
 #include "serving/deployment_set.h"
 #include "serving/work_pool.h"
 
@@ -49,7 +49,7 @@ namespace prism::api {
 // `deployments`, `asr` and `audio_pool` are not owned. A job uses its deployment and ASR
 // service: destroy the server, then the pool (it runs what is queued and joins), then `asr`
 // and `deployments`.
-void add_audio_routes(Router& router, serving::DeploymentSet& deployments, engines::transcribe::AsrServices& asr,
+void add_audio_routes(Router& router, serving::DeploymentSet& deployments, pipelines::transcribe::AsrServices& asr,
                       serving::WorkPool& audio_pool);
 
 // The audio pool's size: uploads decoded at once, and waiting; each holds its samples.

@@ -20,12 +20,12 @@ namespace prism::api {
 
 namespace {
 
-using engines::transcribe::LivePartial;
-using engines::transcribe::LiveScheduler;
-using engines::transcribe::LiveStream;
-using engines::transcribe::LiveStreamEvents;
-using engines::transcribe::LiveStreamOptions;
-using engines::transcribe::Transcript;
+using pipelines::transcribe::LivePartial;
+using pipelines::transcribe::LiveScheduler;
+using pipelines::transcribe::LiveStream;
+using pipelines::transcribe::LiveStreamEvents;
+using pipelines::transcribe::LiveStreamOptions;
+using pipelines::transcribe::Transcript;
 using nlohmann::json;
 using SessionConfig = realtime::Session::Config;
 
@@ -830,9 +830,9 @@ void Session::send_error(ApiError e, const std::string& client_event_id) {
 
 namespace {
 
-realtime::SchedulerLookup lookup_in(engines::transcribe::AsrServices* asr) {
+realtime::SchedulerLookup lookup_in(pipelines::transcribe::AsrServices* asr) {
   return [asr](std::string_view model) -> Result<std::shared_ptr<LiveScheduler>> {
-    PRISM_ASSIGN_OR_RETURN(std::shared_ptr<engines::transcribe::AsrService> service, asr->find(model));
+    PRISM_ASSIGN_OR_RETURN(std::shared_ptr<pipelines::transcribe::AsrService> service, asr->find(model));
     if (!service->live)
       return unavailable("live transcription is not available for model '" + std::string(model) + "'");
     return service->live;
@@ -865,7 +865,7 @@ WebSocketCallbacks refuse(WebSocketConn conn, const ApiError& e) {
   return {};
 }
 
-WebSocketCallbacks open_realtime(engines::transcribe::AsrServices* asr, const Request& request, WebSocketConn conn) {
+WebSocketCallbacks open_realtime(pipelines::transcribe::AsrServices* asr, const Request& request, WebSocketConn conn) {
   const std::string intent = query_value(request, "intent");
   if (!intent.empty() && intent != "transcription") {
     return refuse(conn, invalid_field("intent",
@@ -879,7 +879,7 @@ WebSocketCallbacks open_realtime(engines::transcribe::AsrServices* asr, const Re
   return callbacks_of(realtime::Session::start(std::move(params), lookup_in(asr), output_of(conn)));
 }
 
-WebSocketCallbacks open_binary(engines::transcribe::AsrServices* asr, const Request& request, WebSocketConn conn) {
+WebSocketCallbacks open_binary(pipelines::transcribe::AsrServices* asr, const Request& request, WebSocketConn conn) {
   realtime::SessionParams params;
   params.protocol = realtime::Protocol::binary;
   params.model = query_value(request, "model");
@@ -905,8 +905,8 @@ WebSocketCallbacks open_binary(engines::transcribe::AsrServices* asr, const Requ
 
 }  // namespace
 
-void add_realtime_routes(Router& router, engines::transcribe::AsrServices& asr) {
-  engines::transcribe::AsrServices* services = &asr;
+void add_realtime_routes(Router& router, pipelines::transcribe::AsrServices& asr) {
+  pipelines::transcribe::AsrServices* services = &asr;
   router.add_websocket("/v1/realtime", [services](const Request& request, WebSocketConn conn) {
     return open_realtime(services, request, std::move(conn));
   });

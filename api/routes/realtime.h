@@ -1,5 +1,5 @@
 // api/routes/realtime.h: live transcription over WebSocket, on a transcribe deployment's
-// LiveScheduler (engines/transcribe/live.h).
+// LiveScheduler (pipelines/transcribe/live.h).
 //
 //   GET /v1/realtime?intent=transcription[&model=NAME]   OpenAI's Realtime transcription events.
 //     In: transcription_session.update (or session.update, beta or GA shape) {input_audio_format
@@ -43,13 +43,13 @@
 
 #include "api/errors.h"
 #include "api/router.h"
-#include "engines/transcribe/asr_service.h"
-#include "engines/transcribe/live.h"
+#include "pipelines/transcribe/asr_service.h"
+#include "pipelines/transcribe/live.h"
 
 namespace prism::api {
 
 // `asr` is not owned and must outlive the server.
-void add_realtime_routes(Router& router, engines::transcribe::AsrServices& asr);
+void add_realtime_routes(Router& router, pipelines::transcribe::AsrServices& asr);
 
 namespace realtime {
 
@@ -80,7 +80,7 @@ enum class Protocol : uint8_t { realtime, binary };
 // A deployment's live scheduler by model name: not_found, invalid_argument (not a transcribe
 // deployment) or unavailable (not ready) otherwise.
 using SchedulerLookup =
-    std::function<Result<std::shared_ptr<engines::transcribe::LiveScheduler>>(std::string_view model)>;
+    std::function<Result<std::shared_ptr<pipelines::transcribe::LiveScheduler>>(std::string_view model)>;
 
 // Where a session writes; both thread-safe (a WebSocketConn's).
 struct Output {
@@ -136,16 +136,16 @@ class Session : public std::enable_shared_from_this<Session> {
   // Opens (or re-configures) the stream for `next`; the client's error otherwise.
   std::optional<ApiError> apply(const Config& next);
   Status append_pcm16(std::string_view bytes);
-  engines::transcribe::LiveStreamOptions options_of(const Config& c,
-                                                    const engines::transcribe::LiveScheduler& scheduler) const;
-  engines::transcribe::LiveStreamEvents events();
+  pipelines::transcribe::LiveStreamOptions options_of(const Config& c,
+                                                    const pipelines::transcribe::LiveScheduler& scheduler) const;
+  pipelines::transcribe::LiveStreamEvents events();
   nlohmann::json session_json(bool ga_shape) const;
 
   // Stream events (any thread).
   void on_speech(int64_t item, double seconds, bool started);
   void on_committed(int64_t item, double start, double end);
-  void on_partial(const engines::transcribe::LivePartial& partial);
-  void on_final(int64_t item, const engines::transcribe::Transcript& transcript);
+  void on_partial(const pipelines::transcribe::LivePartial& partial);
+  void on_final(int64_t item, const pipelines::transcribe::Transcript& transcript);
   void on_final_failed(int64_t item, const Status& error);
   void on_stream_error(const Status& error);
 
@@ -160,13 +160,13 @@ class Session : public std::enable_shared_from_this<Session> {
   Output out_;
 
   // ---- I/O strand only ----
-  std::shared_ptr<engines::transcribe::LiveScheduler> scheduler_;
+  std::shared_ptr<pipelines::transcribe::LiveScheduler> scheduler_;
   bool audio_sent_ = false;
 
   // ---- mu_: read by event threads ----
   mutable std::mutex mu_;
   Config config_;
-  std::shared_ptr<engines::transcribe::LiveStream> stream_;
+  std::shared_ptr<pipelines::transcribe::LiveStream> stream_;
   uint64_t next_event_ = 0;
   std::map<int64_t, DeltaTracker> deltas_;
   std::map<int64_t, std::pair<double, double>> item_times_;  // committed items' [start, end)

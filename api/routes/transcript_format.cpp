@@ -17,8 +17,8 @@ namespace prism::api {
 
 namespace {
 
-using engines::transcribe::Segment;
-using engines::transcribe::Transcript;
+using pipelines::transcribe::Segment;
+using pipelines::transcribe::Transcript;
 using ojson = nlohmann::ordered_json;
 
 std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
@@ -144,7 +144,7 @@ std::string transcript_verbose_json(const Transcript& transcript, const Transcri
                              {"compression_ratio", json_float(s.compression_ratio)},
                              {"no_speech_prob", json_float(s.no_speech_prob)}});
   }
-  const engines::transcribe::TranscriptStats& st = transcript.stats;
+  const pipelines::transcribe::TranscriptStats& st = transcript.stats;
   const bool translate = rendering.task == engines::generate::SpeechTask::translate;
   return dump(ojson{{"task", translate ? "translate" : "transcribe"},
                     {"language", translate ? std::string("english") : rendering.language_name},

@@ -1,4 +1,4 @@
-// api/routes/transcript_format.h: a Transcript (engines/transcribe/transcript.h) rendered in
+// api/routes/transcript_format.h: a Transcript (pipelines/transcribe/transcript.h) rendered in
 // OpenAI's response formats for /v1/audio/transcriptions and /v1/audio/translations, and
 // `prism transcribe`'s output:
 //   json          {"text", "usage": {"type": "duration", "seconds"}}
@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "engines/transcribe/transcript.h"
+#include "pipelines/transcribe/transcript.h"
 
 namespace prism::api {
 
@@ -39,15 +39,15 @@ struct TranscriptRendering {
   std::string language_name;
 };
 
-std::string render_transcript(const engines::transcribe::Transcript& transcript, TranscriptFormat format,
+std::string render_transcript(const pipelines::transcribe::Transcript& transcript, TranscriptFormat format,
                               const TranscriptRendering& rendering = {});
 
-std::string transcript_json(const engines::transcribe::Transcript& transcript);
-std::string transcript_verbose_json(const engines::transcribe::Transcript& transcript,
+std::string transcript_json(const pipelines::transcribe::Transcript& transcript);
+std::string transcript_verbose_json(const pipelines::transcribe::Transcript& transcript,
                                     const TranscriptRendering& rendering);
-std::string transcript_text(const engines::transcribe::Transcript& transcript);
-std::string transcript_srt(const engines::transcribe::Transcript& transcript);
-std::string transcript_vtt(const engines::transcribe::Transcript& transcript);
+std::string transcript_text(const pipelines::transcribe::Transcript& transcript);
+std::string transcript_srt(const pipelines::transcribe::Transcript& transcript);
+std::string transcript_vtt(const pipelines::transcribe::Transcript& transcript);
 
 // openai/whisper's format_timestamp with hours always: "01:02:03,456" (marker ','), Python's
 // round() of the milliseconds (half to even); negative or non-finite times read 0.
@@ -63,6 +63,6 @@ std::string language_name(std::string_view code);
 
 // The stream's events (one SSE data payload each).
 std::string transcript_delta_event(std::string_view delta);  // {"type":"transcript.text.delta","delta"}
-std::string transcript_done_event(const engines::transcribe::Transcript& transcript);  // ...done, text, usage
+std::string transcript_done_event(const pipelines::transcribe::Transcript& transcript);  // ...done, text, usage
 
 }  // namespace prism::api

@@ -23,7 +23,7 @@ constexpr std::array<std::string_view, 10> kKnownKnobs = {
 // A vision-language deployment also takes the engine's max_encoder_views and the vision
 // processor's budget and media-source knobs (VisionProcessor::load checks their values); a
 // speech deployment the engine's max_encoder_segments and the orchestration's knobs
-// (SpeechProcessor::knob_names(); engines/transcribe checks their values).
+// (SpeechProcessor::knob_names(); pipelines/transcribe checks their values).
 Result<EngineKnobs> read_knobs(const serving::Knobs& k, bool vision, bool speech) {
   if (vision) {
     std::vector<std::string_view> known(kKnownKnobs.begin(), kKnownKnobs.end());

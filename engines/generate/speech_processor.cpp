@@ -66,10 +66,10 @@ constexpr LanguageName kLanguageAliases[] = {
     {"ro", "moldovan"},  {"si", "sinhalese"}, {"es", "castilian"}, {"zh", "mandarin"},
 };
 
-// The transcribe deployment's orchestration knobs (engines/transcribe: TranscribeSettings,
+// The transcribe deployment's orchestration knobs (pipelines/transcribe: TranscribeSettings,
 // VadSettings, LiveSettings).
 constexpr std::string_view kKnobNames[] = {
-    "vad",           "vad_model",         "vad_threshold",   "vad_min_speech_ms",  "vad_min_silence_ms",
+    "vad",           "vad_model",         "vad_deployment",  "vad_threshold",   "vad_min_speech_ms",  "vad_min_silence_ms",
     "vad_speech_pad_ms", "asr_chunk_seconds", "asr_parallel_chunks", "max_audio_seconds", "live_tick_ms",
     "live_partial_ms", "live_window_seconds", "live_max_utterance_seconds", "live_stall_seconds"};
 

@@ -115,7 +115,7 @@ class SpeechProcessor {
   // get_prompt_ids and openai/whisper encode it: " " + the trimmed text.
   std::vector<int32_t> encode_text(std::string_view text) const;
 
-  // The speech deployment's orchestration knobs (engines/transcribe reads them: vad*, asr_*,
+  // The speech deployment's orchestration knobs (pipelines/transcribe reads them: vad*, asr_*,
   // max_audio_seconds, live_*): the generate engine accepts these names in a transcribe
   // deployment beside its own.
   static std::span<const std::string_view> knob_names();

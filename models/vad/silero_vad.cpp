@@ -214,46 +214,68 @@ void recurrent_step(const SileroWeights& w, const float* input_gates, std::span<
 
 }  // namespace
 
+std::vector<std::vector<float>> SileroVad::run(std::span<const std::span<const float>> sequences,
+                                               std::span<SileroState* const> states) const {
+  PRISM_CHECK(sequences.size() == states.size());
+  // Every window of every sequence, in order: (sequence, first sample of the window).
+  struct WindowRef {
+    size_t sequence;
+    int64_t start;
+  };
+  std::vector<WindowRef> windows;
+  std::vector<std::vector<float>> probs(sequences.size());
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    const int64_t n = (int64_t(sequences[s].size()) + kSileroWindow - 1) / kSileroWindow;
+    probs[s].assign(size_t(n), 0.0f);
+    for (int64_t i = 0; i < n; ++i) windows.push_back({s, i * kSileroWindow});
+  }
+  // The sample at i of sequence s: its state's context before 0, zeros past its end.
+  auto sample = [&](size_t s, int64_t i) {
+    const std::span<const float> x = sequences[s];
+    if (i < 0) return states[s]->context[size_t(kSileroContext + i)];
+    return i < int64_t(x.size()) ? clean(x[size_t(i)]) : 0.0f;
+  };
+  for (size_t first = 0; first < windows.size(); first += size_t(kWindowsPerBlock)) {
+    const int64_t n = std::min<int64_t>(kWindowsPerBlock, int64_t(windows.size() - first));
+    Tensor frames = Tensor::zeros({padded_rows(n), kFrame}, DType::f32);
+    for (int64_t b = 0; b < n; ++b) {
+      const WindowRef& w = windows[first + size_t(b)];
+      float* f = frames.data<float>() + b * kFrame;
+      for (int j = 0; j < kFrame; ++j) f[j] = sample(w.sequence, w.start - kSileroContext + j);
+    }
+    const Tensor gates = front_end(*w_, frames);
+    for (int64_t b = 0; b < n; ++b) {
+      const WindowRef& w = windows[first + size_t(b)];
+      SileroState* one[1] = {states[w.sequence]};
+      recurrent_step(*w_, gates.data<float>() + b * kGates, one, probs[w.sequence].data() + w.start / kSileroWindow);
+    }
+  }
+  // Each state's context becomes the last 64 samples its sequence's last window read.
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    const int64_t end = int64_t(probs[s].size()) * kSileroWindow;
+    if (end == 0) continue;
+    std::array<float, kSileroContext> context;
+    for (int j = 0; j < kSileroContext; ++j) context[size_t(j)] = sample(s, end - kSileroContext + j);
+    states[s]->context = context;
+  }
+  return probs;
+}
+
 std::vector<float> SileroVad::step(std::span<const std::span<const float>> windows,
                                    std::span<SileroState* const> states) const {
-  PRISM_CHECK(windows.size() == states.size());
-  const int64_t n = int64_t(windows.size());
-  std::vector<float> probs(size_t(n), 0.0f);
-  if (n == 0) return probs;
-  Tensor frames = Tensor::zeros({padded_rows(n), kFrame}, DType::f32);
-  for (int64_t b = 0; b < n; ++b) {
-    PRISM_CHECK_MSG(windows[b].size() == size_t(kSileroWindow), "SileroVad::step: a window is not 512 samples");
-    float* f = frames.data<float>() + b * kFrame;
-    std::copy(states[b]->context.begin(), states[b]->context.end(), f);
-    std::transform(windows[b].begin(), windows[b].end(), f + kSileroContext, clean);
-    std::copy_n(f + kFrame - kSileroContext, kSileroContext, states[b]->context.begin());
-  }
-  const Tensor gates = front_end(*w_, frames);
-  recurrent_step(*w_, gates.data<float>(), states, probs.data());
+  for (const std::span<const float>& w : windows)
+    PRISM_CHECK_MSG(w.size() == size_t(kSileroWindow), "SileroVad::step: a window is not 512 samples");
+  std::vector<std::vector<float>> per_window = run(windows, states);
+  std::vector<float> probs(windows.size());
+  for (size_t b = 0; b < windows.size(); ++b) probs[b] = per_window[b][0];
   return probs;
 }
 
 std::vector<float> SileroVad::probabilities(std::span<const float> samples16k) const {
-  const int64_t total = int64_t(samples16k.size());
-  const int64_t num_windows = (total + kSileroWindow - 1) / kSileroWindow;
-  std::vector<float> probs(size_t(num_windows), 0.0f);
   SileroState state;
   SileroState* one[1] = {&state};
-  // The sample at i of the recording, 0 past its end (the last window's zero padding).
-  auto sample = [&](int64_t i) { return i >= 0 && i < total ? clean(samples16k[size_t(i)]) : 0.0f; };
-  for (int64_t first = 0; first < num_windows; first += kWindowsPerBlock) {
-    const int64_t n = std::min(kWindowsPerBlock, num_windows - first);
-    Tensor frames = Tensor::zeros({padded_rows(n), kFrame}, DType::f32);
-    for (int64_t b = 0; b < n; ++b) {
-      const int64_t start = (first + b) * kSileroWindow - kSileroContext;  // context: zeros before 0
-      float* f = frames.data<float>() + b * kFrame;
-      for (int j = 0; j < kFrame; ++j) f[j] = sample(start + j);
-    }
-    const Tensor gates = front_end(*w_, frames);
-    for (int64_t b = 0; b < n; ++b)
-      recurrent_step(*w_, gates.data<float>() + b * kGates, one, probs.data() + first + b);
-  }
-  return probs;
+  const std::span<const float> recording[1] = {samples16k};
+  return std::move(run(recording, one)[0]);
 }
 
 }  // namespace prism::models

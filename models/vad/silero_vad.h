@@ -36,6 +36,13 @@ class SileroVad {
   // or not a Silero VAD v5/v6 model (a weight missing or of another shape).
   static Result<std::unique_ptr<SileroVad>> load(const std::string& onnx_path);
 
+  // Many streams' audio at once: sequences[i] continues states[i] (which advances), as many
+  // 512-sample windows as it holds, the last one zero-padded (so only a stream's final piece
+  // may end mid-window). Returns each sequence's window probabilities. The front end runs for
+  // the windows of every sequence as one batch; only the LSTM steps through them in order.
+  std::vector<std::vector<float>> run(std::span<const std::span<const float>> sequences,
+                                      std::span<SileroState* const> states) const;
+
   // One window per stream: windows[i] has 512 samples (16 kHz) for states[i], which advances.
   // Returns each window's speech probability. Thread-safe (no mutable members). Non-finite
   // samples count as 0.
@@ -43,8 +50,7 @@ class SileroVad {
 
   // A whole recording: its windows in order from a fresh state (the last window zero-padded):
   // probs[i] for samples [i * 512, (i + 1) * 512), what media::speech_spans reads.
-  // NOTE: equal to step() window after window from a fresh SileroState; only the LSTM chains,
-  // so the front end (STFT and convolutions) runs for many windows as one batch.
+  // NOTE: equal to step() window after window from a fresh SileroState (both are run()).
   std::vector<float> probabilities(std::span<const float> samples16k) const;
 
  private:

@@ -196,7 +196,7 @@ serving::DeploymentConfig transcribe_config(const std::string& name, const std::
 struct Server {
   serving::MetricsRegistry metrics;
   serving::DeploymentSet deployments{metrics};
-  std::unique_ptr<engines::transcribe::AsrServices> asr;
+  std::unique_ptr<pipelines::transcribe::AsrServices> asr;
   std::unique_ptr<serving::WorkPool> audio_pool;
   std::unique_ptr<HttpServer> http;
   std::shared_ptr<test::CallGate> gate = std::make_shared<test::CallGate>();
@@ -241,7 +241,7 @@ struct Server {
     PRISM_RETURN_IF_ERROR(deployments.add(echo, engines));
     deployments.start_all();
     PRISM_RETURN_IF_ERROR(deployments.wait_ready());
-    asr = std::make_unique<engines::transcribe::AsrServices>(deployments);
+    asr = std::make_unique<pipelines::transcribe::AsrServices>(deployments);
     Router router;
     audio_pool = std::make_unique<serving::WorkPool>("audio", kAudioWorkers, size_t(kMaxQueuedAudio));
     add_audio_routes(router, deployments, *asr, *audio_pool);
@@ -356,7 +356,7 @@ void AudioRoute::every_format_agrees_with_verbose_json() {
   ASSERT_TRUE(v["segments"].is_array());
 
   // Rebuild the transcript from verbose_json: srt and vtt must be its cues, text its text.
-  engines::transcribe::Transcript t;
+  pipelines::transcribe::Transcript t;
   t.text = v["text"];
   t.duration = v["duration"];
   std::string joined;
@@ -370,7 +370,7 @@ void AudioRoute::every_format_agrees_with_verbose_json() {
     EXPECT_GE(s["start"].get<double>(), 0.0);
     EXPECT_LE(s["start"].get<double>(), s["end"].get<double>());
     EXPECT_LE(s["end"].get<double>(), 11.0);
-    engines::transcribe::Segment seg;
+    pipelines::transcribe::Segment seg;
     seg.start = s["start"];
     seg.end = s["end"];
     seg.text = s["text"];

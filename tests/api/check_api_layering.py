@@ -34,12 +34,12 @@ ALLOWED = {
         "engines/generate/sampling_params.h",
         "engines/generate/speech_processor.h",
         "engines/generate/vision_processor.h",
-        "engines/transcribe/asr_service.h",
-        "engines/transcribe/chunk_decode.h",
-        "engines/transcribe/live.h",
-        "engines/transcribe/transcript.h",
-        "engines/transcribe/transcription.h",
-        "engines/transcribe/voice_activity.h",
+        "pipelines/transcribe/asr_service.h",
+        "pipelines/transcribe/chunk_decode.h",
+        "pipelines/transcribe/live.h",
+        "pipelines/transcribe/transcript.h",
+        "pipelines/transcribe/transcription.h",
+        "pipelines/transcribe/voice_activity.h",
     },
 }
 THREAD_START = re.compile(r"std::(j?thread)\s*[({]|std::(j?thread)\s+\w+\s*[({]|pthread_create|std::async\s*\(|\.detach\(\)")

@@ -18,14 +18,14 @@
 namespace prism::api::realtime {
 namespace {
 
-using engines::transcribe::LivePartial;
-using engines::transcribe::LiveScheduler;
-using engines::transcribe::LiveSettings;
-using engines::transcribe::LiveStream;
-using engines::transcribe::LiveStreamEvents;
-using engines::transcribe::LiveStreamOptions;
-using engines::transcribe::Segment;
-using engines::transcribe::Transcript;
+using pipelines::transcribe::LivePartial;
+using pipelines::transcribe::LiveScheduler;
+using pipelines::transcribe::LiveSettings;
+using pipelines::transcribe::LiveStream;
+using pipelines::transcribe::LiveStreamEvents;
+using pipelines::transcribe::LiveStreamOptions;
+using pipelines::transcribe::Segment;
+using pipelines::transcribe::Transcript;
 using nlohmann::json;
 
 // ---- fakes ---------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@
 namespace prism::api {
 namespace {
 
-using engines::transcribe::Segment;
-using engines::transcribe::Transcript;
+using pipelines::transcribe::Segment;
+using pipelines::transcribe::Transcript;
 
 Segment segment(int id, int64_t seek, double start, double end, std::string text, std::vector<int32_t> tokens = {}) {
   Segment s;

@@ -87,9 +87,9 @@ TEST_F(TranscribeCommand, EveryFormatOfOneTranscript) {
   EXPECT_EQ(v["language"], "english");
   EXPECT_DOUBLE_EQ(v["duration"].get<double>(), 11.0);
   EXPECT_EQ(v["text"], text);
-  engines::transcribe::Transcript t;
+  pipelines::transcribe::Transcript t;
   for (const json& s : v["segments"]) {
-    engines::transcribe::Segment seg;
+    pipelines::transcribe::Segment seg;
     seg.start = s["start"];
     seg.end = s["end"];
     seg.text = s["text"];

@@ -657,7 +657,7 @@ TEST(GenerateSpeech, AnEncoderFailureFailsItsRequestsAndTheEngineGoesOn) {
 
 TEST(GenerateSpeech, TranscribeKnobsAndTasksAreChecked) {
   {
-    // The orchestration's knobs are accepted (engines/transcribe reads them).
+    // The orchestration's knobs are accepted (pipelines/transcribe reads them).
     SpeechSetup s;
     s.knobs = {{"vad", std::string("energy")}, {"asr_chunk_seconds", 20.0}, {"live_tick_ms", int64_t(10)}};
     Fixture f("speech_knobs_ok", s);

@@ -317,8 +317,8 @@ TEST(SpeechProcessor, EncodesPromptTextAsWhisperDoes) {
 
 TEST(SpeechProcessor, KnobNamesAreTheOrchestrators) {
   const auto names = SpeechProcessor::knob_names();
-  EXPECT_EQ(names.size(), 14u);
-  for (std::string_view k : {"vad", "vad_model", "vad_threshold", "vad_min_speech_ms", "vad_min_silence_ms",
+  EXPECT_EQ(names.size(), 15u);
+  for (std::string_view k : {"vad", "vad_model", "vad_deployment", "vad_threshold", "vad_min_speech_ms", "vad_min_silence_ms",
                              "vad_speech_pad_ms", "asr_chunk_seconds", "asr_parallel_chunks", "max_audio_seconds",
                              "live_tick_ms", "live_partial_ms", "live_window_seconds",
                              "live_max_utterance_seconds", "live_stall_seconds"})

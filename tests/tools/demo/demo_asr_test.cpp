@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engines/generate/speech_processor.h"
-#include "engines/transcribe/quality.h"
+#include "pipelines/transcribe/quality.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
 #include "media/audio.h"
@@ -328,11 +328,11 @@ TEST(DemoAsr, TranscribesJfkAsEnglishWordsWithTimestampsThatPassTheChecks) {
   float sum = 0;
   for (size_t i = 2; i < d.logprobs.size(); ++i) sum += d.logprobs[i];
   const float avg_logprob = sum / float(d.logprobs.size() - 2);
-  const float ratio = engines::transcribe::compression_ratio(text);
+  const float ratio = pipelines::transcribe::compression_ratio(text);
   EXPECT_GT(avg_logprob, -1.0f) << text;
   EXPECT_LT(ratio, 2.4f) << text;
-  EXPECT_EQ(engines::transcribe::judge(ratio, avg_logprob, d.observation.no_speech_prob),
-            engines::transcribe::Verdict::ok);
+  EXPECT_EQ(pipelines::transcribe::judge(ratio, avg_logprob, d.observation.no_speech_prob),
+            pipelines::transcribe::Verdict::ok);
 
   // Other audio (jfk's first 3 s), other text; translation, other text.
   const auto short_cross = encode(*m.encoder, std::span<const float>(jfk()).first(3 * 16000));

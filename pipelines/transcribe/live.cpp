@@ -1,10 +1,10 @@
-// engines/transcribe/live.cpp: the live scheduler (one thread per transcribe deployment) and its
+// pipelines/transcribe/live.cpp: the live scheduler (one thread per transcribe deployment) and its
 // streams. A stream's state is split by thread: what append()/commit()/clear()/update() touch
 // (an op queue and the samples behind it) is under the stream's mutex; the audio, VAD and
 // utterance state belong to the scheduler thread alone; decode completions (engine threads)
 // touch only the mutex-guarded flags and deliver events under the stream's event lock, which
 // orders them.
-#include "engines/transcribe/live.h"
+#include "pipelines/transcribe/live.h"
 
 #include <omp.h>
 
@@ -22,16 +22,16 @@
 #include "base/log.h"
 #include "engines/generate/generate_payload.h"
 #include "engines/generate/speech_processor.h"
-#include "engines/transcribe/chunk_decode.h"
-#include "engines/transcribe/quality.h"
+#include "pipelines/transcribe/chunk_decode.h"
+#include "pipelines/transcribe/quality.h"
 #include "media/audio.h"
 #include "media/log_mel.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 
 namespace {
 
-using generate::SpeechProcessor;
+using engines::generate::SpeechProcessor;
 using serving::Clock;
 
 constexpr int64_t kRate = media::kSpeechSampleRate;
@@ -145,7 +145,7 @@ Transcript transcript_of(const DecodedChunk& d, const DecodeJob& job, const Spee
     return t;
   }
   const double start_s = to_seconds(job.start), end_s = to_seconds(job.end);
-  for (generate::TimedText& piece : speech.segments(d.tokens, t.duration)) {
+  for (engines::generate::TimedText& piece : speech.segments(d.tokens, t.duration)) {
     Segment s;
     s.id = static_cast<int>(t.segments.size());
     s.seek = job.start;
@@ -167,7 +167,7 @@ Transcript transcript_of(const DecodedChunk& d, const DecodeJob& job, const Spee
 Result<DecodedChunk> read_decode(Result<serving::PayloadPtr>& result, const SpeechProcessor& speech,
                                  const ChunkDecodeProbe& probe, float temperature) {
   if (!result.has_value()) return result.status();
-  auto* out = dynamic_cast<generate::GenerateOutput*>(result.value().get());
+  auto* out = dynamic_cast<engines::generate::GenerateOutput*>(result.value().get());
   if (out == nullptr || out->choices.empty()) return internal_error("the engine returned no choice for a live decode");
   return read_chunk_decode(speech, *out, probe, temperature);
 }
@@ -533,9 +533,9 @@ class LiveStreamImpl final : public LiveStream, public std::enable_shared_from_t
     jobs.push_back(std::move(job));
   }
 
-  generate::SpeechDecodeOptions decode_options(bool final, double seconds) const {
-    generate::SpeechDecodeOptions o;
-    o.task = generate::SpeechTask::transcribe;
+  engines::generate::SpeechDecodeOptions decode_options(bool final, double seconds) const {
+    engines::generate::SpeechDecodeOptions o;
+    o.task = engines::generate::SpeechTask::transcribe;
     o.language = config_.options.language;
     o.timestamps = final;
     o.previous = config_.prompt_tokens;
@@ -759,8 +759,8 @@ class LiveSchedulerImpl final : public LiveScheduler {
 
  private:
   void run() {
-    // NOTE: this thread's OpenMP regions (VAD, log-mel of small windows) stay on it: the
-    // process has one compute pool, the engine's; a team of its own here would oversubscribe.
+    // NOTE: this thread's OpenMP regions (log-mel of small windows) stay on it: the process
+    // has one compute pool, the engines'; a team of its own here would oversubscribe.
     omp_set_num_threads(1);
     const auto tick = std::chrono::milliseconds(shared_->settings.tick_ms);
     auto next = Clock::now() + tick;
@@ -810,7 +810,14 @@ class LiveSchedulerImpl final : public LiveScheduler {
         owners.push_back(s);
       }
       if (owners.empty()) break;
-      std::vector<float> probs = shared_->context.vad->step(windows, vad_streams);
+      Result<std::vector<float>> scored = shared_->context.vad->step(windows, vad_streams);
+      if (!scored.has_value()) {
+        // The "vad" deployment refused or failed: these streams cannot be endpointed any more.
+        for (LiveStreamImpl* s : owners) s->fail(scored.status());
+        std::erase_if(live, [&](LiveStreamImpl* s) { return std::find(owners.begin(), owners.end(), s) != owners.end(); });
+        continue;
+      }
+      const std::vector<float>& probs = *scored;
       PRISM_CHECK(probs.size() == owners.size());
       for (size_t i = 0; i < owners.size(); ++i) owners[i]->on_window(probs[i], jobs);
     }
@@ -907,4 +914,4 @@ std::shared_ptr<LiveScheduler> LiveScheduler::create(TranscriptionContext contex
   return std::make_shared<LiveSchedulerImpl>(std::move(shared), hooks.manual_ticks);
 }
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

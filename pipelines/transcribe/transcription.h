@@ -1,4 +1,4 @@
-// engines/transcribe/transcription.h: one long-form transcription, orchestrated over a
+// pipelines/transcribe/transcription.h: one long-form transcription, orchestrated over a
 // deployment's generate engine. Audio → VAD spans → chunks of at most asr_chunk_seconds
 // (chunk_plan.h) → one decode request per chunk, submitted together (up to the engine's
 // capacity, then one as each completes) so the engine decodes the chunks of every request in
@@ -19,13 +19,13 @@
 
 #include "base/status.h"
 #include "engines/generate/generate_frontend.h"
-#include "engines/transcribe/transcript.h"
-#include "engines/transcribe/voice_activity.h"
+#include "pipelines/transcribe/transcript.h"
+#include "pipelines/transcribe/voice_activity.h"
 #include "serving/config.h"
 #include "serving/metrics.h"
 #include "serving/request.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 
 struct TranscribeSettings {
   double chunk_seconds = 30.0;   // knob asr_chunk_seconds: 1..30
@@ -59,7 +59,7 @@ struct AsrMetrics {
 // What a caller gives: the deployment's frontend (its speech() processor), its VAD and how to
 // queue one chunk request on it (api/app wrap Deployment::submit with deadlines and ids).
 struct TranscriptionContext {
-  std::shared_ptr<const generate::GenerateFrontend> frontend;
+  std::shared_ptr<const engines::generate::GenerateFrontend> frontend;
   std::shared_ptr<const VoiceActivity> vad;
   TranscribeSettings settings;
   std::function<Status(serving::RequestPtr)> submit;
@@ -88,4 +88,4 @@ class Transcription : public std::enable_shared_from_this<Transcription> {
   Transcription() = default;
 };
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

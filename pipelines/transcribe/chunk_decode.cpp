@@ -1,6 +1,6 @@
-// engines/transcribe/chunk_decode.cpp: a chunk's decode request and the reading of its output.
+// pipelines/transcribe/chunk_decode.cpp: a chunk's decode request and the reading of its output.
 // It must not keep state across decodes: the orchestrator owns that.
-#include "engines/transcribe/chunk_decode.h"
+#include "pipelines/transcribe/chunk_decode.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "base/check.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -38,9 +38,9 @@ float log_softmax_at(std::span<const float> row, int32_t token, float max) {
 // whisper's avg_logprob counts it.
 // NOTE: a greedy decode samples end-of-text only where it is the row's maximum, so elsewhere
 // the full softmax sum is skipped (the value noted then is never read): one pass per step.
-class EndOfTextLogprob final : public generate::LogitsProcessor {
+class EndOfTextLogprob final : public engines::generate::LogitsProcessor {
  public:
-  EndOfTextLogprob(std::unique_ptr<generate::LogitsProcessor> rules, int32_t eot, bool greedy,
+  EndOfTextLogprob(std::unique_ptr<engines::generate::LogitsProcessor> rules, int32_t eot, bool greedy,
                    std::shared_ptr<ChunkDecodeProbe> probe)
       : rules_(std::move(rules)), eot_(eot), greedy_(greedy), probe_(std::move(probe)) {}
 
@@ -57,7 +57,7 @@ class EndOfTextLogprob final : public generate::LogitsProcessor {
   }
 
  private:
-  std::unique_ptr<generate::LogitsProcessor> rules_;
+  std::unique_ptr<engines::generate::LogitsProcessor> rules_;
   int32_t eot_;
   bool greedy_;
   std::shared_ptr<ChunkDecodeProbe> probe_;  // shared with the orchestrator; engine thread writes
@@ -65,18 +65,18 @@ class EndOfTextLogprob final : public generate::LogitsProcessor {
 
 }  // namespace
 
-ChunkDecode make_chunk_decode(const generate::GenerateFrontend& frontend, const ChunkDecodeSpec& spec) {
-  const generate::SpeechProcessor* speech = frontend.speech();
+ChunkDecode make_chunk_decode(const engines::generate::GenerateFrontend& frontend, const ChunkDecodeSpec& spec) {
+  const engines::generate::SpeechProcessor* speech = frontend.speech();
   PRISM_CHECK(speech != nullptr);
   ChunkDecode d;
   d.probe = std::make_shared<ChunkDecodeProbe>();
-  d.input = std::make_unique<generate::GenerateInput>();
-  generate::GenerateInput& in = *d.input;
+  d.input = std::make_unique<engines::generate::GenerateInput>();
+  engines::generate::GenerateInput& in = *d.input;
   in.prompt = speech->prompt(spec.speech);
-  in.audio = generate::AudioSegment{spec.features, spec.frames};
+  in.audio = engines::generate::AudioSegment{spec.features, spec.frames};
 
   // Whisper samples plainly: no penalties or filters, only the temperature.
-  generate::SamplingParams& p = in.sampling;
+  engines::generate::SamplingParams& p = in.sampling;
   p.temperature = spec.temperature;
   p.logprobs = true;
   p.n = 1;
@@ -88,14 +88,14 @@ ChunkDecode make_chunk_decode(const generate::GenerateFrontend& frontend, const 
   }
 
   // The observations live in the probe (aliasing pointer): one allocation per decode.
-  std::shared_ptr<std::vector<generate::SpeechObservation>> observations(d.probe, &d.probe->observations);
-  generate::LogitsProcessorFactory rules = speech->rules(spec.speech, std::move(observations));
+  std::shared_ptr<std::vector<engines::generate::SpeechObservation>> observations(d.probe, &d.probe->observations);
+  engines::generate::LogitsProcessorFactory rules = speech->rules(spec.speech, std::move(observations));
   if (p.ignore_eos) {
     in.logits_processor = std::move(rules);  // never ends on end-of-text: nothing to note
   } else {
     in.logits_processor = [rules = std::move(rules), eot = speech->eot(), greedy = p.temperature == 0.0f,
-                           probe = d.probe](int choice) -> std::unique_ptr<generate::LogitsProcessor> {
-      std::unique_ptr<generate::LogitsProcessor> inner = rules ? rules(choice) : nullptr;
+                           probe = d.probe](int choice) -> std::unique_ptr<engines::generate::LogitsProcessor> {
+      std::unique_ptr<engines::generate::LogitsProcessor> inner = rules ? rules(choice) : nullptr;
       if (choice != 0) return inner;
       return std::make_unique<EndOfTextLogprob>(std::move(inner), eot, greedy, probe);
     };
@@ -103,16 +103,16 @@ ChunkDecode make_chunk_decode(const generate::GenerateFrontend& frontend, const 
   return d;
 }
 
-float whisper_avg_logprob(std::span<const generate::TokenLogprobs> logprobs, std::optional<float> eot_logprob) {
+float whisper_avg_logprob(std::span<const engines::generate::TokenLogprobs> logprobs, std::optional<float> eot_logprob) {
   double sum = eot_logprob.value_or(0.0f);
-  for (const generate::TokenLogprobs& t : logprobs) sum += t.chosen.logprob;
+  for (const engines::generate::TokenLogprobs& t : logprobs) sum += t.chosen.logprob;
   return float(sum / double(logprobs.size() + 1));
 }
 
-DecodedChunk read_chunk_decode(const generate::SpeechProcessor& speech, const generate::GenerateOutput& output,
+DecodedChunk read_chunk_decode(const engines::generate::SpeechProcessor& speech, const engines::generate::GenerateOutput& output,
                                const ChunkDecodeProbe& probe, float temperature, const QualityThresholds& thresholds) {
   PRISM_CHECK(!output.choices.empty());
-  const generate::ChoiceDelta& c = output.choices.front();
+  const engines::generate::ChoiceDelta& c = output.choices.front();
   DecodedChunk d;
   d.temperature = temperature;
   d.tokens = c.tokens;
@@ -127,10 +127,10 @@ DecodedChunk read_chunk_decode(const generate::SpeechProcessor& speech, const ge
   // generated tokens. They are prompt in whisper's terms: not in the mean.
   size_t skip = 0;
   while (skip < c.tokens.size() && c.tokens[skip] > speech.eot() && c.tokens[skip] < speech.timestamp_begin()) ++skip;
-  std::span<const generate::TokenLogprobs> logprobs(c.logprobs);
+  std::span<const engines::generate::TokenLogprobs> logprobs(c.logprobs);
   logprobs = logprobs.subspan(std::min(skip, logprobs.size()));
   std::optional<float> eot;
-  if (c.finish == generate::FinishReason::stop && probe.last_step == int64_t(c.tokens.size())) eot = probe.eot_logprob;
+  if (c.finish == engines::generate::FinishReason::stop && probe.last_step == int64_t(c.tokens.size())) eot = probe.eot_logprob;
   d.avg_logprob = whisper_avg_logprob(logprobs, eot);
   d.verdict = judge(d.compression_ratio, d.avg_logprob, d.no_speech_prob, thresholds);
   return d;
@@ -150,4 +150,4 @@ size_t best_attempt(std::span<const DecodedChunk> attempts, const QualityThresho
   return *best_of(false);
 }
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

@@ -1,8 +1,8 @@
-// engines/transcribe/transcription.cpp: the long-form orchestrator. It cuts, submits, judges,
+// pipelines/transcribe/transcription.cpp: the long-form orchestrator. It cuts, submits, judges,
 // re-runs and stitches; the engine does the decoding (chunk_decode.h builds each request).
 // It must not block the engine's thread: completions only update state and queue events,
 // and every chunk's features are computed before the first submit.
-#include "engines/transcribe/transcription.h"
+#include "pipelines/transcribe/transcription.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,13 +12,13 @@
 #include <string>
 
 #include "base/check.h"
-#include "engines/transcribe/chunk_decode.h"
-#include "engines/transcribe/chunk_plan.h"
-#include "engines/transcribe/quality.h"
+#include "pipelines/transcribe/chunk_decode.h"
+#include "pipelines/transcribe/chunk_plan.h"
+#include "pipelines/transcribe/quality.h"
 #include "media/audio.h"
 #include "media/log_mel.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 namespace {
 
 using serving::Clock;
@@ -88,7 +88,7 @@ class LongFormTranscription final : public Transcription {
   const TranscriptionContext context_;
   const TranscribeOptions options_;
   const TranscriptionEvents events_;
-  const generate::SpeechProcessor* speech_ = nullptr;  // context_.frontend's
+  const engines::generate::SpeechProcessor* speech_ = nullptr;  // context_.frontend's
   const QualityThresholds thresholds_{};
   Clock::time_point started_{};
 
@@ -134,18 +134,24 @@ Status LongFormTranscription::validate_locked(std::span<const float> samples) {
 void LongFormTranscription::begin(std::vector<float> samples) {
   started_ = Clock::now();
   std::vector<serving::RequestPtr> to_submit;
+  Status valid;
   {
     std::lock_guard lock(mu_);
-    if (Status s = validate_locked(samples); !s.ok()) {
+    valid = validate_locked(samples);
+  }
+  // NOTE: no lock across the VAD: it waits on the "vad" deployment (Silero).
+  Result<std::vector<media::SpeechSpan>> spans = valid.ok() ? context_.vad->spans(samples) : Result<std::vector<media::SpeechSpan>>(valid);
+  {
+    std::lock_guard lock(mu_);
+    if (!spans.has_value()) {
       finished_ = true;
-      queue_locked([this, s] { events_.on_done(s); });
+      queue_locked([this, s = spans.status()] { events_.on_done(s); });
     } else {
       transcript_.duration = transcript_.stats.audio_seconds = double(samples.size()) / kSampleRate;
       transcript_.language = language_.value_or("");
-      const std::vector<media::SpeechSpan> spans = context_.vad->spans(samples);
-      for (const media::SpeechSpan& s : spans) transcript_.stats.speech_seconds += double(s.end - s.start) / kSampleRate;
+      for (const media::SpeechSpan& s : *spans) transcript_.stats.speech_seconds += double(s.end - s.start) / kSampleRate;
       const auto max_chunk = int64_t(std::llround(context_.settings.chunk_seconds * kSampleRate));
-      for (Chunk& c : plan_chunks(spans, max_chunk)) chunks_.emplace_back().chunk = std::move(c);
+      for (Chunk& c : plan_chunks(*spans, max_chunk)) chunks_.emplace_back().chunk = std::move(c);
       transcript_.stats.chunks = int(chunks_.size());
       // NOTE: every chunk's log-mel is computed here, on the caller's thread, so no completion
       // (on the engine's thread) ever does heavy work; the samples are not kept.
@@ -212,7 +218,7 @@ void LongFormTranscription::on_complete(size_t k, float temperature, const std::
     ChunkState& c = chunks_[k];
     c.running.reset();
     if (finished_) return;
-    const auto* output = result ? dynamic_cast<const generate::GenerateOutput*>(result->get()) : nullptr;
+    const auto* output = result ? dynamic_cast<const engines::generate::GenerateOutput*>(result->get()) : nullptr;
     if (!result) {
       fail_locked(result.status(), to_cancel);
     } else if (output == nullptr || output->choices.empty()) {
@@ -268,7 +274,7 @@ void LongFormTranscription::finalize_locked(size_t k) {
   if (d.verdict == Verdict::silence) {
     ++transcript_.stats.silent_chunks;
   } else {
-    for (generate::TimedText& t : speech_->segments(d.tokens, chunk_end - chunk_start)) {
+    for (engines::generate::TimedText& t : speech_->segments(d.tokens, chunk_end - chunk_start)) {
       if (blank(t.text)) continue;
       Segment s;
       s.seek = c.chunk.start;
@@ -421,4 +427,4 @@ std::vector<std::string> TranscribeSettings::knob_names() {
   return names;
 }
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

@@ -1,4 +1,4 @@
-// engines/transcribe/chunk_plan.h: long-form audio cut into decodable chunks, as
+// pipelines/transcribe/chunk_plan.h: long-form audio cut into decodable chunks, as
 // faster-whisper's batched pipeline and WhisperX do — VAD speech spans merged greedily, in
 // order, into chunks of at most max_chunk_seconds (30 s: Whisper's window) — with the
 // guarantee they lack: every speech span lands in exactly one chunk. A span longer than the
@@ -13,7 +13,7 @@
 
 #include "media/speech_spans.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 
 struct Chunk {
   int64_t start = 0, end = 0;  // samples of the original audio, end exclusive
@@ -25,4 +25,4 @@ struct Chunk {
 // max_chunk_samples long.
 std::vector<Chunk> plan_chunks(std::span<const media::SpeechSpan> spans, int64_t max_chunk_samples);
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

@@ -1,4 +1,4 @@
-// engines/transcribe/quality.h: openai/whisper's checks on a decoded chunk (ANCHORS.md,
+// pipelines/transcribe/quality.h: openai/whisper's checks on a decoded chunk (ANCHORS.md,
 // "Speech"): it failed when its text's compression ratio (bytes / zlib-compressed bytes) is
 // above 2.4 (repetition loops) or its mean token logprob is below -1.0; it is silence when
 // the no-speech probability is above 0.6 and the logprob below -1.0 (then it is dropped,
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 
 struct QualityThresholds {
   float compression_ratio = 2.4f;
@@ -29,4 +29,4 @@ Verdict judge(float compression_ratio, float avg_logprob, float no_speech_prob, 
 // empty at 1.0 and above. A `t` between steps (0.3) continues at the next step (0.4).
 std::vector<float> fallback_after(float t);
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

@@ -1,11 +1,11 @@
-// engines/transcribe/chunk_plan.cpp: VAD spans → decodable chunks. Pure: no audio, no model.
-#include "engines/transcribe/chunk_plan.h"
+// pipelines/transcribe/chunk_plan.cpp: VAD spans → decodable chunks. Pure: no audio, no model.
+#include "pipelines/transcribe/chunk_plan.h"
 
 #include <algorithm>
 
 #include "base/check.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 
 // NOTE: every span with samples lands in exactly one chunk, whole or as consecutive pieces
 // that tile it; no chunk is longer than max_chunk_samples; chunks are ascending and disjoint.
@@ -34,4 +34,4 @@ std::vector<Chunk> plan_chunks(std::span<const media::SpeechSpan> spans, int64_t
   return chunks;
 }
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

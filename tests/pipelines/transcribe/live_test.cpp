@@ -6,7 +6,7 @@
 // silence, the partial cadence and windows, commit, clear, the maximum utterance, a final
 // re-run at the next temperature, a stall and a flood closing only their stream, the knobs,
 // the metrics; one test runs the real scheduler thread with 8 streams at once.
-#include "engines/transcribe/live.h"
+#include "pipelines/transcribe/live.h"
 
 #include <gtest/gtest.h>
 
@@ -29,13 +29,13 @@
 #include "test_util/paths.h"
 #include "test_util/whisper_tokenizer.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 namespace {
 
-using generate::GenerateFrontend;
-using generate::GenerateInput;
-using generate::GenerateOutput;
-using generate::SpeechProcessor;
+using engines::generate::GenerateFrontend;
+using engines::generate::GenerateInput;
+using engines::generate::GenerateOutput;
+using engines::generate::SpeechProcessor;
 using serving::Clock;
 
 constexpr int kRate = media::kSpeechSampleRate;
@@ -60,8 +60,8 @@ std::shared_ptr<const GenerateFrontend> whisper_frontend() {
 
 std::shared_ptr<const VoiceActivity> energy_vad() {
   static const std::shared_ptr<const VoiceActivity> vad = [] {
-    Result<std::shared_ptr<const VoiceActivity>> v = VoiceActivity::load(VadSettings{});
-    PRISM_CHECK_MSG(v.has_value(), "VoiceActivity::load failed");
+    Result<std::shared_ptr<const VoiceActivity>> v = VoiceActivity::connect(VadSettings{}, nullptr);
+    PRISM_CHECK_MSG(v.has_value(), "VoiceActivity::connect failed");
     return *v;
   }();
   return vad;
@@ -172,10 +172,10 @@ class FakeEngine {
       tokens = speech().encode_text(text);
     }
     auto out = std::make_unique<GenerateOutput>();
-    generate::ChoiceDelta c;
+    engines::generate::ChoiceDelta c;
     c.tokens = tokens;
     for (int32_t t : tokens) c.logprobs.push_back({{t, lp}, {}});
-    c.finish = generate::FinishReason::stop;
+    c.finish = engines::generate::FinishReason::stop;
     out->completion_tokens = int64_t(tokens.size()) + 1;
     out->choices.push_back(std::move(c));
     r->complete(serving::PayloadPtr(std::move(out)));
@@ -730,4 +730,4 @@ TEST(LiveSettingsTest, KnobsAreReadAndChecked) {
 }
 
 }  // namespace
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

@@ -1,8 +1,9 @@
-// The deployment's VAD: knobs → VadSettings (every bad value named), load (the Silero file's
-// problems as knob vad_model's), and both detectors run the two ways the transcribe engine
-// uses them — whole recordings, and live streams stepped one window at a time in a batch —
-// which must agree with each other.
-#include "engines/transcribe/voice_activity.h"
+// The deployment's VAD: knobs → VadSettings (every bad value named), the "vad" deployments a
+// config's Silero files get (a missing file named as knob vad_model's), and both detectors run
+// the two ways transcription uses them — whole recordings, and live streams stepped one
+// window at a time in a batch — which must agree with each other. Silero runs in a real "vad"
+// deployment of the real file.
+#include "pipelines/transcribe/voice_activity.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,11 +12,13 @@
 #include <random>
 
 #include "base/file.h"
+#include "engines/vad/vad_engine.h"
 #include "media/audio.h"
 #include "models/vad/silero_vad.h"
+#include "serving/deployment.h"
 #include "test_util/paths.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 namespace {
 
 using ::testing::ElementsAre;
@@ -51,11 +54,37 @@ std::vector<float> jfk_in_silence() {
   return x;
 }
 
+// The "vad" deployment of the real Silero file, shared by the tests (add_vad_deployments' config).
+serving::Deployment& silero_deployment() {
+  static serving::MetricsRegistry metrics;
+  static serving::Deployment* deployment = [] {
+    serving::Config config;
+    serving::DeploymentConfig asr;
+    asr.name = "asr";
+    asr.task = "transcribe";
+    asr.model = "/unused";
+    asr.knobs.set("vad_model", onnx_path());
+    config.deployments.push_back(asr);
+    PRISM_CHECK(add_vad_deployments(config).ok());
+    serving::EngineFactories engines;
+    engines::vad::register_vad_engine(engines);
+    auto d = new serving::Deployment(config.deployments.back(), *engines.find("vad"), metrics);
+    d->start();
+    PRISM_CHECK(d->wait_ready().ok());
+    return d;
+  }();
+  return *deployment;
+}
+
 std::shared_ptr<const VoiceActivity> load(const std::string& kind) {
   VadSettings s;
   s.kind = kind;
-  if (kind == "silero") s.model_path = onnx_path();
-  Result<std::shared_ptr<const VoiceActivity>> vad = VoiceActivity::load(s);
+  VadSubmit submit;
+  if (kind == "silero") {
+    s.deployment = silero_deployment().name();
+    submit = [](serving::RequestPtr r) { return silero_deployment().submit(std::move(r)); };
+  }
+  Result<std::shared_ptr<const VoiceActivity>> vad = VoiceActivity::connect(s, std::move(submit));
   PRISM_CHECK_MSG(vad.has_value(), vad.status().to_string().c_str());
   return *vad;
 }
@@ -71,7 +100,7 @@ TEST(VadSettings, DefaultsAreTheEnergyDetectorWithSilerosRules) {
   EXPECT_EQ(s->params.min_speech_ms, 250);
   EXPECT_EQ(s->params.min_silence_ms, 100);
   EXPECT_EQ(s->params.speech_pad_ms, 30);
-  EXPECT_THAT(VadSettings::knob_names(), ElementsAre("vad", "vad_model", "vad_threshold", "vad_min_speech_ms",
+  EXPECT_THAT(VadSettings::knob_names(), ElementsAre("vad", "vad_model", "vad_deployment", "vad_threshold", "vad_min_speech_ms",
                                                      "vad_min_silence_ms", "vad_speech_pad_ms"));
 }
 
@@ -120,26 +149,41 @@ TEST(VadSettings, BadValuesNameTheKnobAndWhereItWasSet) {
   }
 }
 
-// ---- load -----------------------------------------------------------------------------
+// ---- the "vad" deployments of a config ------------------------------------------------
 
-TEST(VoiceActivity, SileroFileProblemsAreKnobVadModels) {
-  const std::string dir = test::scratch_dir("vad_bad_models");
-  ASSERT_TRUE(write_file(dir + "/text.onnx", "hello").ok());
-  for (const std::string& path : {dir + "/missing.onnx", dir + "/text.onnx", dir}) {
-    VadSettings s;
-    s.kind = "silero";
-    s.model_path = path;
-    Result<std::shared_ptr<const VoiceActivity>> vad = VoiceActivity::load(s);
-    ASSERT_FALSE(vad.has_value()) << path;
-    EXPECT_EQ(vad.status().code(), StatusCode::invalid_argument) << path;
-    EXPECT_THAT(vad.status().message(), HasSubstr("knob 'vad_model'"));
-    EXPECT_THAT(vad.status().message(), HasSubstr(path));
-  }
+TEST(AddVadDeployments, OneDeploymentPerSileroFileNamedByItsTranscribeDeployments) {
+  serving::Config config;
+  auto transcribe = [&](std::string name, std::vector<std::pair<std::string, serving::KnobValue>> values) {
+    serving::DeploymentConfig d;
+    d.name = std::move(name);
+    d.task = "transcribe";
+    d.model = "/m/" + d.name;
+    d.knobs = knobs(std::move(values));
+    config.deployments.push_back(d);
+  };
+  transcribe("a", {{"vad_model", onnx_path()}});
+  transcribe("b", {{"vad", std::string("silero")}, {"vad_model", onnx_path()}, {"vad_threshold", 0.6}});
+  transcribe("c", {});  // energy: nothing to add
+  transcribe("d", {{"vad_deployment", std::string("my-vad")}});  // the user's own
+  ASSERT_TRUE(add_vad_deployments(config).ok());
+  ASSERT_EQ(config.deployments.size(), 5u);
+  const serving::DeploymentConfig& vad = config.deployments.back();
+  EXPECT_EQ(vad.name, "a-vad");
+  EXPECT_EQ(vad.task, "vad");
+  EXPECT_EQ(vad.model, onnx_path());
+  EXPECT_EQ(config.deployments[0].knobs.get_string("vad_deployment", "").value(), "a-vad");
+  EXPECT_EQ(config.deployments[1].knobs.get_string("vad_deployment", "").value(), "a-vad");  // the same file
+  EXPECT_FALSE(config.deployments[2].knobs.has("vad_deployment"));
+  EXPECT_EQ(config.deployments[3].knobs.get_string("vad_deployment", "").value(), "my-vad");
+  EXPECT_EQ(VadSettings::from_knobs(config.deployments[0].knobs)->kind, "silero");
+}
+
+TEST(VoiceActivity, SileroNeedsItsDeployment) {
   VadSettings s;
-  s.kind = "silero";  // settings built by hand, without the path
-  EXPECT_FALSE(VoiceActivity::load(s).has_value());
+  s.kind = "silero";
+  EXPECT_EQ(VoiceActivity::connect(s, nullptr).status().code(), StatusCode::failed_precondition);
   s.kind = "other";
-  EXPECT_FALSE(VoiceActivity::load(s).has_value());
+  EXPECT_FALSE(VoiceActivity::connect(s, nullptr).has_value());
 }
 
 // ---- whole recordings -----------------------------------------------------------------
@@ -150,9 +194,13 @@ TEST(VoiceActivity, SileroRecordingsAreTheNetworksProbabilitiesAndSpans) {
   const std::vector<float> audio = jfk_in_silence();
   const auto model = models::SileroVad::load(onnx_path());
   ASSERT_TRUE(model.has_value());
-  const std::vector<float> probs = vad->probabilities(audio);
-  EXPECT_EQ(probs, (*model)->probabilities(audio));
-  const std::vector<media::SpeechSpan> spans = vad->spans(audio);
+  const std::vector<float> probs = vad->probabilities(audio).value();
+  // The deployment steps through the recording a block at a time: the same probabilities up
+  // to the GEMM's rounding of other batch sizes.
+  const std::vector<float> want = (*model)->probabilities(audio);
+  ASSERT_EQ(probs.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(probs[i], want[i], 1e-5) << i;
+  const std::vector<media::SpeechSpan> spans = vad->spans(audio).value();
   EXPECT_EQ(spans.size(), media::speech_spans(probs, int64_t(audio.size()), vad->settings().params).size());
   ASSERT_FALSE(spans.empty());
   // All speech in jfk (2 s .. 13 s), and its first phrase found.
@@ -164,9 +212,9 @@ TEST(VoiceActivity, SileroRecordingsAreTheNetworksProbabilitiesAndSpans) {
 TEST(VoiceActivity, EnergyRecordingsAreTheBuiltInDetectors) {
   const auto vad = load("energy");
   const std::vector<float> audio = jfk_in_silence();
-  const std::vector<float> probs = vad->probabilities(audio);
+  const std::vector<float> probs = vad->probabilities(audio).value();
   EXPECT_EQ(probs, media::energy_vad_probabilities(audio));
-  const std::vector<media::SpeechSpan> spans = vad->spans(audio);
+  const std::vector<media::SpeechSpan> spans = vad->spans(audio).value();
   ASSERT_FALSE(spans.empty());
   for (const media::SpeechSpan& s : spans) {
     EXPECT_GE(s.start, 2 * kRate - kRate / 10);  // nothing in the leading digital silence
@@ -177,12 +225,12 @@ TEST(VoiceActivity, EnergyRecordingsAreTheBuiltInDetectors) {
 TEST(VoiceActivity, SettingsRulesApplyToSpans) {
   VadSettings s;
   s.kind = "silero";
-  s.model_path = onnx_path();
+  s.deployment = silero_deployment().name();
   s.params.min_silence_ms = 2000;  // jfk's pauses (under 1.1 s) no longer end speech
-  const auto vad = VoiceActivity::load(s);
+  const auto vad = VoiceActivity::connect(s, [](serving::RequestPtr r) { return silero_deployment().submit(std::move(r)); });
   ASSERT_TRUE(vad.has_value());
   const std::vector<float> audio = jfk_in_silence();
-  EXPECT_LT((*vad)->spans(audio).size(), load("silero")->spans(audio).size());
+  EXPECT_LT((*vad)->spans(audio)->size(), load("silero")->spans(audio)->size());
 }
 
 // ---- live streams ---------------------------------------------------------------------
@@ -215,12 +263,12 @@ void expect_streams_match_recordings(const VoiceActivity& vad, double tolerance)
       who.push_back(i);
     }
     if (batch.empty()) break;
-    const std::vector<float> p = vad.step(windows, batch);
+    const std::vector<float> p = vad.step(windows, batch).value();
     ASSERT_EQ(p.size(), batch.size());
     for (size_t j = 0; j < who.size(); ++j) got[who[j]].push_back(p[j]);
   }
   for (size_t i = 0; i < recordings.size(); ++i) {
-    const std::vector<float> want = vad.probabilities(recordings[i]);
+    const std::vector<float> want = vad.probabilities(recordings[i]).value();
     ASSERT_EQ(got[i].size(), want.size()) << "stream " << i;
     EXPECT_EQ(streams[i]->windows(), int64_t(want.size()));
     for (size_t w = 0; w < want.size(); ++w) EXPECT_NEAR(got[i][w], want[w], tolerance) << "stream " << i << " window " << w;
@@ -245,12 +293,12 @@ TEST(VoiceActivity, AStreamsStateIsItsOwn) {
   for (int i = 0; i < 10; ++i) {
     const std::span<const float> ws[] = {speech, speech, i % 2 ? loud : speech};
     VoiceActivity::Stream* ss[] = {a.get(), b.get(), c.get()};
-    const std::vector<float> p = vad->step(ws, ss);
+    const std::vector<float> p = vad->step(ws, ss).value();
     EXPECT_NEAR(p[0], p[1], 1e-6) << i;
   }
   EXPECT_EQ(a->windows(), 10);
-  EXPECT_TRUE(vad->step({}, {}).empty());
+  EXPECT_TRUE(vad->step({}, {})->empty());
 }
 
 }  // namespace
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

@@ -1,4 +1,4 @@
-// engines/transcribe/asr_service.h: the speech side of a server's "transcribe" deployments,
+// pipelines/transcribe/asr_service.h: the speech side of a server's "transcribe" deployments,
 // shared by the HTTP routes (/v1/audio/*), the Realtime WebSocket and `prism transcribe`.
 // For each such deployment, built on first use once it is ready: the TranscriptionContext
 // (its GenerateFrontend with the speech processor, the VAD its knobs name, the orchestration
@@ -12,11 +12,11 @@
 #include <string_view>
 
 #include "base/status.h"
-#include "engines/transcribe/live.h"
-#include "engines/transcribe/transcription.h"
+#include "pipelines/transcribe/live.h"
+#include "pipelines/transcribe/transcription.h"
 #include "serving/deployment_set.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 
 struct AsrService {
   serving::Deployment* deployment = nullptr;
@@ -42,4 +42,4 @@ class AsrServices {
   std::map<std::string, std::shared_ptr<AsrService>, std::less<>> services_;
 };
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

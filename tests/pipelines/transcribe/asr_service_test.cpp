@@ -4,7 +4,7 @@
 // scheduler), and a transcription through it decodes on the deployment (a tiny random
 // Whisper); unknown models, other tasks, deployments not ready and bad knobs are refused with
 // the right codes.
-#include "engines/transcribe/asr_service.h"
+#include "pipelines/transcribe/asr_service.h"
 
 #include <gtest/gtest.h>
 
@@ -14,13 +14,15 @@
 
 #include "base/file.h"
 #include "engines/generate/generate_engine.h"
+#include "engines/vad/vad_engine.h"
+#include "pipelines/transcribe/voice_activity.h"
 #include "media/audio.h"
 #include "serving/echo_engine.h"
 #include "test_util/paths.h"
 #include "test_util/reference_io.h"
 #include "test_util/whisper_tokenizer.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 namespace {
 
 constexpr double kRate = media::kSpeechSampleRate;
@@ -47,23 +49,27 @@ class AsrServicesTest : public ::testing::Test {
   void SetUp() override {
     Result<std::string> dir = tiny_whisper_dir();
     ASSERT_TRUE(dir.has_value()) << dir.status().message();
-    generate::register_generate_engine(engines_);
+    engines::generate::register_generate_engine(engines_);
+    engines::vad::register_vad_engine(engines_);
     serving::register_echo_engine(engines_);
 
-    ASSERT_TRUE(set_.add(transcribe_config("asr", *dir), engines_).ok());
+    serving::Config config;
+    config.deployments.push_back(transcribe_config("asr", *dir));
     serving::DeploymentConfig silero = transcribe_config("asr-silero", *dir);
     silero.replicas = 2;
     silero.knobs.set("vad_model", test::testdata_dir() + "/vad/silero_vad.onnx");
     silero.knobs.set("asr_chunk_seconds", 20.0);
     silero.knobs.set("live_tick_ms", int64_t(20));
-    ASSERT_TRUE(set_.add(silero, engines_).ok());
+    config.deployments.push_back(silero);
     serving::DeploymentConfig bad = transcribe_config("asr-bad-knob", *dir);
     bad.knobs.set("asr_chunk_seconds", 90.0, "asr.toml:12");
-    ASSERT_TRUE(set_.add(bad, engines_).ok());
+    config.deployments.push_back(bad);
     serving::DeploymentConfig echo;
     echo.name = "echo";
     echo.task = "echo";
-    ASSERT_TRUE(set_.add(echo, engines_).ok());
+    config.deployments.push_back(echo);
+    ASSERT_TRUE(add_vad_deployments(config).ok());  // asr-silero-vad
+    ASSERT_TRUE(set_.add_all(config, engines_).ok());
   }
 
   serving::MetricsRegistry metrics_;
@@ -119,6 +125,8 @@ TEST_F(AsrServicesTest, BuildsEachServiceOnceFromTheDeploymentsKnobs) {
   Result<std::shared_ptr<AsrService>> silero = services_->find("asr-silero");
   ASSERT_TRUE(silero.has_value()) << silero.status().message();
   EXPECT_EQ((*silero)->context.vad->settings().kind, "silero");
+  EXPECT_EQ((*silero)->context.vad->settings().deployment, "asr-silero-vad");
+  EXPECT_EQ((*set_.find("asr-silero-vad"))->config().task, "vad");
   EXPECT_EQ((*silero)->context.settings.chunk_seconds, 20.0);
   EXPECT_EQ((*silero)->context.settings.max_chunks_in_flight, 12);  // 6 × 2 replicas
   EXPECT_EQ((*silero)->live->settings().tick_ms, 20);
@@ -175,4 +183,4 @@ TEST_F(AsrServicesTest, ATranscriptionDecodesOnTheDeploymentAndIsMeasured) {
 }
 
 }  // namespace
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

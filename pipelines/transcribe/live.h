@@ -1,4 +1,4 @@
-// engines/transcribe/live.h: live transcription of many audio streams at once. Each stream
+// pipelines/transcribe/live.h: live transcription of many audio streams at once. Each stream
 // appends 16 kHz samples as they arrive; one scheduler thread per deployment wakes every
 // live_tick_ms and, for all streams together, scores the new VAD windows (one batch per window
 // index), advances each stream's endpointer (media::StreamingEndpointer: speech started /
@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engines/transcribe/transcription.h"
+#include "pipelines/transcribe/transcription.h"
 #include "media/speech_spans.h"
 #include "serving/request.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 
 struct LiveSettings {
   int tick_ms = 10;                   // knob live_tick_ms: 1..1000
@@ -126,4 +126,4 @@ class LiveScheduler {
   virtual void stop() = 0;  // closes every stream, joins the thread; idempotent
 };
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

@@ -1,7 +1,7 @@
 // quality.h: compression_ratio identical to whisper's Python (len(b) / len(zlib.compress(b)),
 // computed by /usr/bin/python3 during the test on the same strings), judge()'s three
 // verdicts in whisper's order, and the temperature ladder.
-#include "engines/transcribe/quality.h"
+#include "pipelines/transcribe/quality.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 
 #include "test_util/paths.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 namespace {
 
 std::vector<std::string> sample_texts() {
@@ -98,4 +98,4 @@ TEST(Quality, FallbackLadder) {
 }
 
 }  // namespace
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

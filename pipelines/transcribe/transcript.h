@@ -1,4 +1,4 @@
-// engines/transcribe/transcript.h: what a transcription produces and what it was asked for.
+// pipelines/transcribe/transcript.h: what a transcription produces and what it was asked for.
 // Plain data shared by the long-form orchestrator, the live sessions, the api's response
 // formats (json, text, srt, vtt, verbose_json) and `prism transcribe`.
 #pragma once
@@ -10,10 +10,10 @@
 
 #include "engines/generate/speech_processor.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 
 struct TranscribeOptions {
-  generate::SpeechTask task = generate::SpeechTask::transcribe;
+  engines::generate::SpeechTask task = engines::generate::SpeechTask::transcribe;
   std::optional<std::string> language;  // checked by SpeechProcessor::check_language; none: detect
   std::string prompt;                   // OpenAI `prompt`: conditions the first chunk's decode
   // OpenAI `temperature`: 0 (the default) decodes greedily and falls back through 0.2, 0.4, ...
@@ -57,4 +57,4 @@ struct Transcript {
   TranscriptStats stats;
 };
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

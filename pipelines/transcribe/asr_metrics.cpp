@@ -1,10 +1,10 @@
-// engines/transcribe/asr_metrics.cpp: the prism_asr_* series of a transcribe deployment,
+// pipelines/transcribe/asr_metrics.cpp: the prism_asr_* series of a transcribe deployment,
 // looked up once (the registry's get-or-create takes a lock; observe() does not).
 #include <array>
 
-#include "engines/transcribe/transcription.h"
+#include "pipelines/transcribe/transcription.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 namespace {
 
 // Processing time over audio time: well below 1 is the aim for long-form on a loaded server.
@@ -34,4 +34,4 @@ AsrMetrics::AsrMetrics(serving::MetricsRegistry& r, const serving::Labels& label
                                "From the end of a live audio chunk to its partial result.",
                                serving::latency_buckets_seconds(), labels)) {}
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

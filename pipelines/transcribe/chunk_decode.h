@@ -1,4 +1,4 @@
-// engines/transcribe/chunk_decode.h: one decode of one chunk — the generate request it is
+// pipelines/transcribe/chunk_decode.h: one decode of one chunk — the generate request it is
 // (Whisper's prompt, the chunk's log-mel segment, sampling at one temperature, the speech
 // processor's logit rules) and what its output says (text, timed segments, and the numbers
 // whisper judges a decode by: avg_logprob, compression ratio, no-speech probability). It
@@ -15,12 +15,12 @@
 #include "engines/generate/generate_frontend.h"
 #include "engines/generate/generate_payload.h"
 #include "engines/generate/speech_processor.h"
-#include "engines/transcribe/quality.h"
+#include "pipelines/transcribe/quality.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 
 struct ChunkDecodeSpec {
-  generate::SpeechDecodeOptions speech;                // task, language, timestamps, previous, segment_seconds
+  engines::generate::SpeechDecodeOptions speech;                // task, language, timestamps, previous, segment_seconds
   std::shared_ptr<const std::vector<float>> features;  // [num_mel_bins, frames] f32, shared by re-runs
   int64_t frames = 0;
   float temperature = 0.0f;
@@ -30,7 +30,7 @@ struct ChunkDecodeSpec {
 // What the engine thread records while the chunk decodes (through the logit hooks); read by
 // the completion callback, after the request completed.
 struct ChunkDecodeProbe {
-  std::vector<generate::SpeechObservation> observations = std::vector<generate::SpeechObservation>(1);
+  std::vector<engines::generate::SpeechObservation> observations = std::vector<engines::generate::SpeechObservation>(1);
   // The end-of-text token's logprob in the processed row of the last step seen, and that
   // step's index (= tokens generated before it): whisper counts the end-of-text in its mean.
   int64_t last_step = -1;
@@ -38,13 +38,13 @@ struct ChunkDecodeProbe {
 };
 
 struct ChunkDecode {
-  std::unique_ptr<generate::GenerateInput> input;
+  std::unique_ptr<engines::generate::GenerateInput> input;
   std::shared_ptr<ChunkDecodeProbe> probe;
 };
 
 // The request's input (n = 1, logprobs on, max_tokens = the model's max_new_tokens() or what
 // the context leaves). frontend.speech() must not be null.
-ChunkDecode make_chunk_decode(const generate::GenerateFrontend& frontend, const ChunkDecodeSpec& spec);
+ChunkDecode make_chunk_decode(const engines::generate::GenerateFrontend& frontend, const ChunkDecodeSpec& spec);
 
 struct DecodedChunk {
   float temperature = 0.0f;
@@ -59,17 +59,17 @@ struct DecodedChunk {
 };
 
 // Reads choice 0 of a completed chunk decode.
-DecodedChunk read_chunk_decode(const generate::SpeechProcessor& speech, const generate::GenerateOutput& output,
+DecodedChunk read_chunk_decode(const engines::generate::SpeechProcessor& speech, const engines::generate::GenerateOutput& output,
                                const ChunkDecodeProbe& probe, float temperature,
                                const QualityThresholds& thresholds = {});
 
 // whisper's mean: (sum of the chosen tokens' logprobs + the end-of-text's when the decode
 // ended on it) / (tokens + 1), the end-of-text counted in the +1 either way.
-float whisper_avg_logprob(std::span<const generate::TokenLogprobs> logprobs, std::optional<float> eot_logprob);
+float whisper_avg_logprob(std::span<const engines::generate::TokenLogprobs> logprobs, std::optional<float> eot_logprob);
 
 // Of a chunk's attempts (none passed the checks), the one whisper keeps: the highest
 // avg_logprob among those within the compression-ratio threshold, else among all
 // (faster-whisper's rule; openai/whisper keeps the last). attempts: not empty.
 size_t best_attempt(std::span<const DecodedChunk> attempts, const QualityThresholds& thresholds = {});
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

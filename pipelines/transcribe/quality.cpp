@@ -1,6 +1,6 @@
-// engines/transcribe/quality.cpp: openai/whisper's per-decode checks (transcribe.py's
+// pipelines/transcribe/quality.cpp: openai/whisper's per-decode checks (transcribe.py's
 // decode_with_fallback and its no-speech skip) and its temperature ladder.
-#include "engines/transcribe/quality.h"
+#include "pipelines/transcribe/quality.h"
 
 #include <zlib.h>
 
@@ -9,7 +9,7 @@
 
 #include "base/check.h"
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 namespace {
 
 constexpr std::array<float, 6> kTemperatureLadder = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
@@ -44,4 +44,4 @@ std::vector<float> fallback_after(float t) {
   return out;
 }
 
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe

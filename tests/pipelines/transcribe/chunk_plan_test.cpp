@@ -2,14 +2,14 @@
 // or piece in exactly one chunk, pieces tiling their span, chunks within the limit, ascending
 // and disjoint), and the hand cases: a span ending exactly at a chunk's limit, a 45 s span,
 // adjacent spans, empty input.
-#include "engines/transcribe/chunk_plan.h"
+#include "pipelines/transcribe/chunk_plan.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
-namespace prism::engines::transcribe {
+namespace prism::pipelines::transcribe {
 namespace {
 
 using media::SpeechSpan;
@@ -152,4 +152,4 @@ TEST(ChunkPlan, EmptySpansAreSkipped) {
 }
 
 }  // namespace
-}  // namespace prism::engines::transcribe
+}  // namespace prism::pipelines::transcribe
