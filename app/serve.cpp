@@ -31,6 +31,7 @@
 #include "engines/encode/media_cache.h"
 #include "engines/generate/generate_engine.h"
 #include "engines/vad/vad_engine.h"
+#include "pipelines/job_pool.h"
 #include "pipelines/transcribe/asr_service.h"
 #include "pipelines/transcribe/voice_activity.h"
 #include "runtime/compute_gate.h"
@@ -213,14 +214,19 @@ int run_serve(const ServeOptions& options) {
   prism::pipelines::transcribe::AsrServices& asr = *asr_services;
 
   // Off the HTTP threads, each worker with an OpenMP team of one (runtime/threads.h): requests'
-  // media are fetched and decoded on the media pool, audio uploads decoded, cut by the VAD and
-  // turned into features on the audio pool. Reset after the server stops and before the ASR
-  // services and the deployments, which their jobs use.
+  // media are fetched and decoded on the media pool; long-form transcriptions are jobs of the
+  // job pool (the upload decoded, cut by the VAD deployment and turned into features there).
+  // Reset after the server stops and before the ASR services and the deployments, which their
+  // jobs use.
   const auto single_threaded = [] { omp_set_num_threads(1); };
   std::optional<serving::WorkPool> media_pool(std::in_place, "media", config.server.limits.num_media_threads,
                                               size_t(config.server.limits.max_media_queue), single_threaded);
-  std::optional<serving::WorkPool> audio_pool(std::in_place, "audio", api::kAudioWorkers,
-                                              size_t(api::kMaxQueuedAudio), single_threaded);
+  std::optional<pipelines::JobPool> job_pool(std::in_place,
+                                             pipelines::JobPoolOptions{.name = "jobs",
+                                                                       .workers = config.server.limits.num_job_threads,
+                                                                       .max_queued = size_t(config.server.limits.max_job_queue),
+                                                                       .on_thread_start = single_threaded},
+                                             &metrics);
 
   api::Router router;
   const int64_t now_s =
@@ -232,7 +238,7 @@ int run_serve(const ServeOptions& options) {
   api::add_completions_routes(router, deployments);
   if (Status s = api::add_search_routes(router, deployments); !s.ok()) return fail(s.message());
   api::add_realtime_routes(router, asr);
-  api::add_audio_routes(router, deployments, asr, *audio_pool);
+  api::add_audio_routes(router, deployments, asr, *job_pool);
   api::HttpServer server(http_options(config.server), std::move(router));
 
   deployments.start_all();
@@ -267,7 +273,7 @@ int run_serve(const ServeOptions& options) {
   // what still waits in a queue is dropped at once (a batch in an engine still finishes).
   Status run = server.run();
   media_pool.reset();
-  audio_pool.reset();
+  job_pool.reset();
   asr_services.reset();
   deployments.stop_all(std::chrono::milliseconds(0));
   if (!run.ok()) return fail(run.message());

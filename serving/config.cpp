@@ -134,6 +134,8 @@ Status ServerLimits::validate() const {
   PRISM_RETURN_IF_ERROR(check_range("num_io_threads", num_io_threads, 1, 64));
   PRISM_RETURN_IF_ERROR(check_range("num_media_threads", num_media_threads, 1, 256));
   PRISM_RETURN_IF_ERROR(check_range("max_media_queue", max_media_queue, 1, 1 << 20));
+  PRISM_RETURN_IF_ERROR(check_range("num_job_threads", num_job_threads, 1, 256));
+  PRISM_RETURN_IF_ERROR(check_range("max_job_queue", max_job_queue, 1, 1 << 20));
   return {};
 }
 
@@ -382,6 +384,8 @@ Status read_limits(Config& c, const toml::table& t) {
   PRISM_RETURN_IF_ERROR(r.read("num_io_threads", l.num_io_threads));
   PRISM_RETURN_IF_ERROR(r.read("num_media_threads", l.num_media_threads));
   PRISM_RETURN_IF_ERROR(r.read("max_media_queue", l.max_media_queue));
+  PRISM_RETURN_IF_ERROR(r.read("num_job_threads", l.num_job_threads));
+  PRISM_RETURN_IF_ERROR(r.read("max_job_queue", l.max_job_queue));
   return r.check_unknown();
 }
 
@@ -577,7 +581,9 @@ nlohmann::json config_to_json(const Config& c) {
                    {"max_connections", l.max_connections},
                    {"num_io_threads", l.num_io_threads},
                    {"num_media_threads", l.num_media_threads},
-                   {"max_media_queue", l.max_media_queue}}},
+                   {"max_media_queue", l.max_media_queue},
+                   {"num_job_threads", l.num_job_threads},
+                   {"max_job_queue", l.max_job_queue}}},
                  {"media_cache",
                   {{"max_bytes", c.server.media_cache.max_bytes},
                    {"dir", c.server.media_cache.dir},

@@ -32,6 +32,8 @@ struct ServerLimits {
   int num_io_threads = 2;                 // Asio threads (JSON, tokenization run there too)
   int num_media_threads = 4;              // workers fetching and decoding request media (work_pool.h)
   int64_t max_media_queue = 256;          // requests waiting for a media worker; beyond it 429
+  int num_job_threads = 4;                // job pool workers (pipelines/job_pool.h): jobs preparing at once
+  int64_t max_job_queue = 4;              // jobs waiting for a worker (each holds its upload); beyond it 429
 
   Status validate() const;  // message "key: problem", key relative to [server.limits]
 };

@@ -1,11 +1,10 @@
 // api/routes/audio_transcriptions.cpp: POST /v1/audio/transcriptions and /translations. The
 // handler reads the form and checks it against the deployment on the I/O thread; an AudioCall
-// then lives until the transcription ends: its job thread decodes the audio and starts the
-// Transcription (VAD and log-mel run there), the engine's thread delivers segments and the end,
-// and the client's disconnect cancels it.
+// then lives until the transcription ends: it is a job of the server's job pool
+// (pipelines/job_pool.h), whose worker decodes the audio and starts the Transcription (the VAD
+// deployment is asked there, log-mel computed), the engine's thread delivers segments and the
+// end (which ends the job), and the client's disconnect cancels it.
 #include "api/routes/audio_transcriptions.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cctype>
@@ -168,11 +167,14 @@ class AudioCall : public std::enable_shared_from_this<AudioCall> {
     });
   }
 
-  // The job thread: decode, then start the transcription.
-  void run() {
-    // NOTE: this thread's OpenMP regions (log-mel) stay on it: one compute pool (the engine's).
-    omp_set_num_threads(1);
-    if (is_cancelled()) return;
+  // The job's worker: decode, then start the transcription, which ends the job when it ends.
+  // (The pool's workers run OpenMP regions, the log-mel's, with a team of one.)
+  Status run(const std::shared_ptr<pipelines::Job>& job) {
+    std::weak_ptr<AudioCall> weak = weak_from_this();
+    job->on_cancel([weak] {
+      if (auto call = weak.lock()) call->cancel();
+    });
+    if (is_cancelled()) return cancelled_error("the client left before the audio was decoded");
     const pipelines::transcribe::TranscriptionContext& context = service_->context;
     media::AudioLimits limits;
     limits.max_seconds = context.settings.max_audio_seconds;
@@ -183,14 +185,14 @@ class AudioCall : public std::enable_shared_from_this<AudioCall> {
       if (audio.status().code() == StatusCode::internal) {
         PRISM_LOG_ERROR("request {}: decoding the audio failed: {}", responder_.request_id(), audio.status().message());
         responder_.send(error_response(server_error()));
-        return;
+        return audio.status();
       }
       ApiError e = bad_request("file " + audio.status().message(), "invalid_file");
       e.param = "file";
       responder_.send(error_response(e));
-      return;
+      return audio.status();
     }
-    if (is_cancelled()) return;  // the client left while the file decoded
+    if (is_cancelled()) return cancelled_error("the client left while the audio was decoded");
 
     pipelines::transcribe::TranscribeOptions options;
     options.task = request_.task;
@@ -201,7 +203,12 @@ class AudioCall : public std::enable_shared_from_this<AudioCall> {
     pipelines::transcribe::TranscriptionEvents events;
     std::shared_ptr<AudioCall> self = shared_from_this();
     if (request_.streams()) events.on_segment = [self](const pipelines::transcribe::Segment& s) { self->on_segment(s); };
-    events.on_done = [self](Result<Transcript> t) { self->on_done(std::move(t)); };
+    events.on_progress = [job](int done, int total) { job->set_progress(done, total); };
+    events.on_done = [self, job](Result<Transcript> t) {
+      job->finish(t.has_value() ? Status() : t.status());
+      self->on_done(std::move(t));
+    };
+    job->finish_later();
     std::shared_ptr<Transcription> t =
         Transcription::start(context, std::move(audio->samples), std::move(options), std::move(events));
     bool cancel_now = false;
@@ -213,6 +220,7 @@ class AudioCall : public std::enable_shared_from_this<AudioCall> {
       cancel_now = cancelled_;
     }
     if (cancel_now) t->cancel();
+    return Status();
   }
 
  private:
@@ -332,7 +340,7 @@ Result<std::shared_ptr<AsrService>> find_service(serving::DeploymentSet& deploym
   return service;
 }
 
-void post_audio(serving::DeploymentSet& deployments, pipelines::transcribe::AsrServices& asr, serving::WorkPool& jobs,
+void post_audio(serving::DeploymentSet& deployments, pipelines::transcribe::AsrServices& asr, pipelines::JobPool& jobs,
                 SpeechTask task, const Request& http, Responder responder) {
   AudioRequest request;
   if (auto e = read_audio_request(http.header("Content-Type"), http.body, task, request))
@@ -352,21 +360,23 @@ void post_audio(serving::DeploymentSet& deployments, pipelines::transcribe::AsrS
 
   auto call = std::make_shared<AudioCall>(std::move(request), std::move(service).value(), responder);
   call->link_cancellation();
-  if (!jobs.try_post([call] { call->run(); })) responder.send(error_response(overloaded(1, "Audio decoding")));
+  Result<std::shared_ptr<pipelines::Job>> job =
+      jobs.submit("transcription", [call](const std::shared_ptr<pipelines::Job>& j) { return call->run(j); });
+  if (!job.has_value()) responder.send(error_response(overloaded(1, "Transcription")));
 }
 
 }  // namespace
 
 void add_audio_routes(Router& router, serving::DeploymentSet& deployments, pipelines::transcribe::AsrServices& asr,
-                      serving::WorkPool& audio_pool) {
+                      pipelines::JobPool& jobs) {
   serving::DeploymentSet* set = &deployments;
   pipelines::transcribe::AsrServices* services = &asr;
-  serving::WorkPool* jobs = &audio_pool;
-  router.add("POST", "/v1/audio/transcriptions", [set, services, jobs](const Request& request, Responder responder) {
-    post_audio(*set, *services, *jobs, SpeechTask::transcribe, request, std::move(responder));
+  pipelines::JobPool* pool = &jobs;
+  router.add("POST", "/v1/audio/transcriptions", [set, services, pool](const Request& request, Responder responder) {
+    post_audio(*set, *services, *pool, SpeechTask::transcribe, request, std::move(responder));
   });
-  router.add("POST", "/v1/audio/translations", [set, services, jobs](const Request& request, Responder responder) {
-    post_audio(*set, *services, *jobs, SpeechTask::translate, request, std::move(responder));
+  router.add("POST", "/v1/audio/translations", [set, services, pool](const Request& request, Responder responder) {
+    post_audio(*set, *services, *pool, SpeechTask::translate, request, std::move(responder));
   });
 }
 

@@ -23,13 +23,15 @@
 // empty, corrupt or longer than the deployment's max_audio_seconds → 400 "file" with the media
 // layer's reason; unknown language → 400 "language"; bad temperature, response_format,
 // timestamp_granularities[], stream, prism → 400 naming it; a model of another task → 400
-// "model"; no such model → 404; too many uploads being decoded at once → 429.
-// Threads: the form is parsed and checked on the I/O thread; the audio is decoded (a 25 MB
-// file takes a while), cut by the VAD and turned into log-mel features on a worker of the
-// server's audio pool (serving/work_pool.h: kAudioWorkers workers, each single-threaded (no
-// second compute pool), and at most kMaxQueuedAudio uploads waiting; beyond that, 429), which
-// then hands the chunks to the engine. Events come back on the engine's thread. A client that disconnects (or a request past its deadline) cancels the
-// transcription.
+// "model"; no such model → 404; more uploads waiting for the job pool than it queues → 429
+// with Retry-After.
+// Threads: the form is parsed and checked on the I/O thread; each request is then a job of
+// the server's job pool (pipelines/job_pool.h; [server.limits] num_job_threads workers, each
+// single-threaded (no second compute pool), max_job_queue waiting): its worker decodes the
+// audio (a 25 MB file takes a while), has the VAD cut it and computes the log-mel features,
+// then hands the chunks to the engine and is free again. Events come back on the engine's
+// thread; the job ends with the transcription. A client that disconnects (or a request past
+// its deadline) cancels it.
 // Must not: block an I/O thread on decoding, or touch tensors.
 #pragma once
 
@@ -42,19 +44,15 @@
 #include "api/routes/transcript_format.h"
 #include "pipelines/transcribe/asr_service.h"
 #include "serving/deployment_set.h"
-#include "serving/work_pool.h"
+#include "pipelines/job_pool.h"
 
 namespace prism::api {
 
-// `deployments`, `asr` and `audio_pool` are not owned. A job uses its deployment and ASR
-// service: destroy the server, then the pool (it runs what is queued and joins), then `asr`
-// and `deployments`.
+// `deployments`, `asr` and `jobs` are not owned. A job uses its deployment and ASR service:
+// destroy the server, then the pool (it runs what is queued and joins), then `asr` and
+// `deployments`.
 void add_audio_routes(Router& router, serving::DeploymentSet& deployments, pipelines::transcribe::AsrServices& asr,
-                      serving::WorkPool& audio_pool);
-
-// The audio pool's size: uploads decoded at once, and waiting; each holds its samples.
-inline constexpr int kAudioWorkers = 4;
-inline constexpr int kMaxQueuedAudio = 4;
+                      pipelines::JobPool& jobs);
 
 // ---- the route's pure steps, exposed for tests ----
 

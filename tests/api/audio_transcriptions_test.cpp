@@ -197,7 +197,7 @@ struct Server {
   serving::MetricsRegistry metrics;
   serving::DeploymentSet deployments{metrics};
   std::unique_ptr<pipelines::transcribe::AsrServices> asr;
-  std::unique_ptr<serving::WorkPool> audio_pool;
+  std::unique_ptr<pipelines::JobPool> jobs;
   std::unique_ptr<HttpServer> http;
   std::shared_ptr<test::CallGate> gate = std::make_shared<test::CallGate>();
   Status status;
@@ -208,7 +208,7 @@ struct Server {
   ~Server() {
     gate->open();
     http.reset();
-    audio_pool.reset();
+    jobs.reset();
     asr.reset();
     deployments.stop_all();
   }
@@ -243,8 +243,8 @@ struct Server {
     PRISM_RETURN_IF_ERROR(deployments.wait_ready());
     asr = std::make_unique<pipelines::transcribe::AsrServices>(deployments);
     Router router;
-    audio_pool = std::make_unique<serving::WorkPool>("audio", kAudioWorkers, size_t(kMaxQueuedAudio));
-    add_audio_routes(router, deployments, *asr, *audio_pool);
+    jobs = std::make_unique<pipelines::JobPool>(pipelines::JobPoolOptions{}, &metrics);
+    add_audio_routes(router, deployments, *asr, *jobs);
     HttpServerOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
@@ -332,6 +332,8 @@ void AudioRoute::json_is_the_text_and_the_billed_seconds() {
   EXPECT_EQ(body["usage"], json::parse(R"({"type": "duration", "seconds": 11})"));
   EXPECT_EQ(body.size(), 2u) << r.body;
   EXPECT_EQ(body["text"], reference_text());
+  // It ran as a job of the pool, which ended before the response left.
+  EXPECT_GE(server_->metric("prism_jobs_total", "pool=\"jobs\",state=\"succeeded\""), 1.0);
   // Trimmed, as OpenAI's text is.
   const std::string text = body["text"];
   if (!text.empty()) {
@@ -555,6 +557,10 @@ TEST_F(AudioRouteFake, DisconnectCancelsTheTranscription) {
   EXPECT_EQ(s.metric("prism_requests_total", labels + ",modality=\"asr\",status=\"cancelled\""), 1.0)
       << s.metrics.render();
   EXPECT_EQ(s.metric("prism_requests_total", labels + ",modality=\"asr\",status=\"ok\""), 0.0);
+  // Its job ended cancelled.
+  for (int i = 0; i < 600 && s.metric("prism_jobs_total", "state=\"cancelled\"") < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(s.metric("prism_jobs_total", "pool=\"jobs\",state=\"cancelled\""), 1.0) << s.metrics.render();
 }
 
 // ---- the form alone ----
