@@ -21,6 +21,7 @@
 #include "api/routes/audio_transcriptions.h"
 #include "api/routes/transcript_format.h"
 #include "app/demo.h"
+#include "app/engines.h"
 #include "app/progress.h"
 #include "base/file.h"
 #include "engines/generate/generate_engine.h"
@@ -202,8 +203,7 @@ int run_transcribe(const TranscribeCommandOptions& o) {
   const double seconds = audio->seconds();
 
   serving::MetricsRegistry metrics;
-  serving::EngineFactories engines;
-  prism::engines::generate::register_generate_engine(engines);
+  const serving::EngineFactories engines = make_engines();
   serving::DeploymentSet deployments(metrics);
   if (Status s = deployments.add(*config, engines); !s.ok()) return fail(s.message());
   deployments.start_all();
