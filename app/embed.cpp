@@ -1,8 +1,10 @@
-// app/embed.cpp: `prism embed`. Two threads: the reader (read + tokenize the next batch) and
-// the calling thread (embed on the OpenMP pool, append, checkpoint, report).
+// app/embed.cpp: `prism embed`. Three threads: the reader (read + tokenize the next batch),
+// the calling thread (submit batches to the in-process embed deployment, append their vectors
+// in input order, checkpoint, report) and the deployment's replica (embed on the OpenMP pool).
 // NOTE: a checkpoint is taken only between whole batches, and batches are cut by a pure rule
 // (token budget) from the resume point on, so a resumed run forms exactly the batches the
 // uninterrupted run would have formed after that point: same model inputs, same vectors.
+// Each batch is one request, which the deployment runs as one engine call (app/embed_deployment.h).
 #include "app/embed.h"
 
 #include <fcntl.h>
@@ -25,11 +27,11 @@
 #include <thread>
 #include <vector>
 
+#include "app/embed_deployment.h"
 #include "app/embed_input.h"
 #include "app/embed_output.h"
 #include "app/progress.h"
 #include "engines/encode/embed_frontend.h"
-#include "engines/encode/embedder.h"
 #include "engines/encode/vector_index.h"
 #include "runtime/ops.h"
 
@@ -41,6 +43,7 @@ using Clock = std::chrono::steady_clock;
 using engines::encode::EmbedFrontend;
 
 constexpr int kQueueBatches = 2;          // read ahead: one batch being filled, two waiting
+constexpr int kInFlightBatches = 3;       // in the deployment: one embedding, two queued behind it
 constexpr int64_t kTailHashBytes = 4096;  // input bytes before the resume offset, fingerprinted
 
 std::atomic<bool> g_interrupted{false};
@@ -198,6 +201,12 @@ Result<InputPosition> resume_position(const std::string& token, const std::strin
   return p;
 }
 
+// A batch handed to the deployment and not yet written. Its sequences went with the request.
+struct InFlight {
+  Batch batch;
+  std::optional<EmbedVectors> vectors;  // none: the batch has no document to embed
+};
+
 // One run of a job: what it reads, embeds with and writes, and its counts.
 struct Job {
   explicit Job(const EmbedOptions& options) : o(options) {}
@@ -205,7 +214,7 @@ struct Job {
   std::shared_ptr<const EmbedFrontend> frontend;
   std::unique_ptr<EmbeddingOutput> output;
   std::unique_ptr<DocumentReader> reader;  // read by the reader thread only, once running
-  std::unique_ptr<engines::encode::Embedder> embedder;
+  std::unique_ptr<EmbedDeployment> deployment;
   int64_t dims = 0;
   int64_t start_docs = 0;      // committed before this run
   InputPosition start;         // where this run started reading
@@ -226,12 +235,23 @@ struct Job {
            std::chrono::duration<double>(Clock::now() - last_checkpoint).count() >= o.checkpoint_seconds;
   }
 
-  Status consume(Batch& b) {
+  // Hands the batch's documents to the deployment (none: nothing to embed, e.g. all skipped).
+  Result<InFlight> submit(Batch b) {
+    InFlight f;
     if (!b.sequences.empty()) {
-      engines::encode::EmbedStats stats;
-      const std::vector<float> vectors = embedder->embed(b.sequences, o.dimensions, &stats);
+      PRISM_ASSIGN_OR_RETURN(f.vectors, deployment->submit(std::move(b.sequences), o.dimensions));
+    }
+    f.batch = std::move(b);
+    return f;
+  }
+
+  // Waits for the batch's vectors, appends them, and checkpoints when due.
+  Status consume(InFlight& f) {
+    const Batch& b = f.batch;
+    if (f.vectors.has_value()) {
+      PRISM_ASSIGN_OR_RETURN(std::vector<float> vectors, f.vectors->get());
       PRISM_RETURN_IF_ERROR(output->append(b.ids, vectors));
-      tokens += stats.real_tokens;
+      tokens += b.tokens;
     }
     skipped_empty += b.skipped_empty;
     if (b.last || checkpoint_due()) PRISM_RETURN_IF_ERROR(checkpoint(b.end));
@@ -252,7 +272,8 @@ Status open_job(Job& job) {
   PRISM_RETURN_IF_ERROR(check_options(o));
   PRISM_ASSIGN_OR_RETURN(InputFormat format, input_format_of(o.input));
   PRISM_ASSIGN_OR_RETURN(ops::Precision precision, ops::parse_precision(o.precision));
-  PRISM_ASSIGN_OR_RETURN(job.frontend, EmbedFrontend::load(o.model));
+  PRISM_ASSIGN_OR_RETURN(job.deployment, EmbedDeployment::start({o.model, o.precision, o.batch_tokens}));
+  job.frontend = job.deployment->frontend();
   const EmbedFrontend& fe = *job.frontend;
   if (Status s = fe.check_dimensions(o.dimensions); !s.ok()) return invalid_argument("--dimensions: " + s.message());
 
@@ -271,29 +292,46 @@ Status open_job(Job& job) {
   input_options.text_field = o.text_field;
   input_options.id_field = o.id_field;
   PRISM_ASSIGN_OR_RETURN(job.reader, DocumentReader::open(o.input, format, input_options, job.start));
-
-  engines::encode::EmbedderOptions eo;
-  eo.precision = precision;
-  eo.max_batch_tokens = std::max(o.batch_tokens, fe.max_tokens());  // a long document goes alone
-  PRISM_ASSIGN_OR_RETURN(job.embedder, engines::encode::Embedder::load(job.frontend, eo));
   return {};
 }
 
 // The reader thread feeds the calling thread until the input ends, an error stops the job,
 // or SIGINT/SIGTERM (then `interrupted`, after a checkpoint).
+// NOTE: batches are written in input order: the oldest in flight first. On SIGINT/SIGTERM no
+// new batch is submitted; those in flight are written, then the checkpoint is taken after them.
 Status run_pipeline(Job& job, ProgressReporter& progress, bool& interrupted) {
   BatchQueue queue(kQueueBatches);
   std::thread reader_thread([&] { read_batches(*job.reader, *job.frontend, job.o, queue); });
+  std::deque<InFlight> in_flight;
+  bool reading = true;  // the last batch is not submitted yet
   Status status;
   for (;;) {
-    Batch b = queue.pop();
-    status = job.consume(b);
-    if (status.ok()) status = b.error;
-    progress.update(job.output->appended(), b.end.offset);
-    if (!status.ok() || b.last) break;
-    if (g_interrupted.load()) {
+    const bool stopping = g_interrupted.load();
+    if (!stopping && reading && static_cast<int>(in_flight.size()) < kInFlightBatches) {
+      Batch b = queue.pop();
+      reading = !b.last;
+      Result<InFlight> f = job.submit(std::move(b));
+      if (!f.has_value()) {
+        status = f.status();
+        break;
+      }
+      in_flight.push_back(std::move(f).value());
+      continue;
+    }
+    if (in_flight.empty()) {  // interrupted with nothing in flight
       interrupted = true;
-      status = job.checkpoint(b.end);
+      status = job.checkpoint(job.committed_at);
+      break;
+    }
+    InFlight f = std::move(in_flight.front());
+    in_flight.pop_front();
+    status = job.consume(f);
+    if (status.ok()) status = f.batch.error;
+    progress.update(job.output->appended(), f.batch.end.offset);
+    if (!status.ok() || f.batch.last) break;
+    if (stopping && in_flight.empty()) {
+      interrupted = true;
+      status = job.checkpoint(f.batch.end);
       break;
     }
   }
@@ -362,6 +400,7 @@ int run_embed(const EmbedOptions& o) {
   const Clock::time_point t0 = Clock::now();
   bool interrupted = false;
   const Status status = run_pipeline(job, progress, interrupted);
+  job.deployment.reset();  // stopped here, so its lines come before the job's last ones
   const std::string done = format_count(job.output->committed());
   if (!status.ok()) {
     fail(status.message());

@@ -1,10 +1,11 @@
 // app/embed.h: `prism embed`, a bulk embedding job: documents from a file in, an embedding
 // folder out (app/embed_output.h), resumable after a crash at any instant.
 //   prism embed --model DIR --input docs.jsonl|.txt|.csv --output OUT [--resume] ...
-// A reader thread reads and tokenizes the next batch while the calling thread embeds the
-// current one (a queue of two batches between them, so memory stays flat whatever the input
-// size); every --checkpoint-every documents or --checkpoint-seconds the output is committed
-// with the input byte offset as its resume token.
+// A reader thread reads and tokenizes the next batch while the in-process embed deployment
+// (the server's execution path, app/embed_deployment.h) embeds the batches in flight and the
+// calling thread writes their vectors in input order (two batches queued after the reader, three
+// in flight, so memory stays flat whatever the input size); every --checkpoint-every documents
+// or --checkpoint-seconds the output is committed with the input byte offset as its resume token.
 // Empty documents (no non-whitespace character) are errors naming FILE:LINE, like OpenAI's
 // API; --skip-empty skips them instead, counting them in the final report.
 // Exit codes: 0 done; 1 bad input, model or output folder (what was committed stays, and

@@ -20,11 +20,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app/embed_deployment.h"
 #include "app/embed_input.h"
 #include "app/embed_output.h"
 #include "app/progress.h"
 #include "engines/encode/embed_frontend.h"
-#include "engines/encode/embedder.h"
 #include "engines/encode/vector_index.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
@@ -246,7 +246,7 @@ struct Worker {
   const EmbedQueueOptions& o;
   RedisWorkQueue& queue;
   const EmbedFrontend& frontend;
-  engines::encode::Embedder& embedder;
+  EmbedDeployment& deployment;  // the in-process embed deployment: one request per claimed batch
   int64_t dims;
   std::string consumer;
   int64_t embedded = 0, stored = 0, reclaimed = 0;
@@ -257,7 +257,8 @@ struct Worker {
     std::vector<std::string> ids(n);
     std::vector<std::vector<int32_t>> sequences(n);
     std::vector<Status> errors(n);
-    // Tokenization on the pool, between model calls.
+    // Tokenization on this thread's OpenMP team, between model calls: the deployment's team
+    // (on its replica thread) is idle meanwhile, as this thread waits for each batch's vectors.
     parallel_for(static_cast<int64_t>(n), 8, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         std::string_view text;
@@ -275,7 +276,7 @@ struct Worker {
       if (errors[i].code() == StatusCode::data_loss) return errors[i];
       return invalid_argument("document " + items[i].key + " ('" + ids[i] + "') " + errors[i].message());
     }
-    const std::vector<float> vectors = embedder.embed(sequences, o.dimensions);
+    PRISM_ASSIGN_OR_RETURN(const std::vector<float> vectors, deployment.embed(std::move(sequences), o.dimensions));
     std::vector<std::string> results(n);
     for (size_t i = 0; i < n; ++i)
       results[i] = encode_vector(ids[i], std::span<const float>(vectors).subspan(i * dims, dims));
@@ -334,9 +335,9 @@ int run_work(const EmbedQueueOptions& o) {
   auto q = open_queue(o);
   if (!q.has_value()) return fail(sub, q.status().message());
 
-  Result<std::shared_ptr<const EmbedFrontend>> frontend = EmbedFrontend::load(o.model);
-  if (!frontend.has_value()) return fail(sub, frontend.status().message());
-  const EmbedFrontend& fe = *frontend.value();
+  auto deployment = EmbedDeployment::start({o.model, o.precision, o.batch_tokens});
+  if (!deployment.has_value()) return fail(sub, deployment.status().message());
+  const EmbedFrontend& fe = *deployment.value()->frontend();
   if (Status s = fe.check_dimensions(o.dimensions); !s.ok()) return fail(sub, "--dimensions: " + s.message());
   const int64_t dims = o.dimensions > 0 ? o.dimensions : fe.dims();
   const EmbeddingMetadata meta{o.model,
@@ -347,13 +348,7 @@ int run_work(const EmbedQueueOptions& o) {
                                std::string(ops::precision_name(precision.value()))};
   if (Status s = bind_embedding(*q.value(), o.job, meta); !s.ok()) return fail(sub, s.message());
 
-  engines::encode::EmbedderOptions eo;
-  eo.precision = precision.value();
-  eo.max_batch_tokens = std::max(o.batch_tokens, fe.max_tokens());  // a long document goes alone
-  auto embedder = engines::encode::Embedder::load(frontend.value(), eo);
-  if (!embedder.has_value()) return fail(sub, embedder.status().message());
-
-  Worker w{o, *q.value(), fe, *embedder.value(), dims, o.consumer.empty() ? default_consumer() : o.consumer};
+  Worker w{o, *q.value(), fe, *deployment.value(), dims, o.consumer.empty() ? default_consumer() : o.consumer};
   std::fprintf(stderr, "prism embed-queue work: consumer %s on job %s at %s: %s (space %s, %lld dims, %s)\n",
                w.consumer.c_str(), o.job.c_str(), o.redis.c_str(), o.model.c_str(), fe.space_id().c_str(),
                static_cast<long long>(dims), o.precision.c_str());
@@ -366,6 +361,7 @@ int run_work(const EmbedQueueOptions& o) {
   const Clock::time_point t0 = Clock::now();
   Result<bool> finished = w.run();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  deployment.value().reset();  // stopped here, so its lines come before the worker's last ones
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", seconds);
   const std::string summary = "consumer " + w.consumer + " embedded " + format_count(w.embedded) + " documents (" +

@@ -1,5 +1,6 @@
 // app/search.cpp: `prism search`: load the folder's index, embed the queries with the same
-// model (same space, same dims, the folder's precision unless told), search, print.
+// model (same space, same dims, the folder's precision unless told) through the in-process
+// embed deployment (app/embed_deployment.h), search, print.
 #include "app/search.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -9,8 +10,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "app/embed_deployment.h"
 #include "engines/encode/embed_frontend.h"
-#include "engines/encode/embedder.h"
 #include "engines/encode/vector_index.h"
 #include "runtime/ops.h"
 
@@ -24,6 +25,8 @@ int fail(const std::string& message) {
   std::fprintf(stderr, "prism search: %s\n", message.c_str());
   return 1;
 }
+
+constexpr int64_t kQueryBatchTokens = 8192;  // the queries' micro-batch budget
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
@@ -52,10 +55,16 @@ int run_search(const SearchOptions& o) {
   if (!index.has_value()) return fail(index.status().message());
   const VectorIndex& vi = *index.value();
 
-  Result<std::shared_ptr<const engines::encode::EmbedFrontend>> frontend =
-      engines::encode::EmbedFrontend::load(o.model);
-  if (!frontend.has_value()) return fail(frontend.status().message());
-  const engines::encode::EmbedFrontend& fe = *frontend.value();
+  const std::string precision_name = o.precision.empty() ? vi.info().precision : o.precision;
+  Result<ops::Precision> precision = ops::parse_precision(precision_name.empty() ? "f32" : precision_name);
+  if (!precision.has_value()) return fail(precision.status().message());
+  EmbedDeploymentOptions options;
+  options.model = o.model;
+  options.precision = std::string(ops::precision_name(precision.value()));
+  options.batch_tokens = kQueryBatchTokens;
+  Result<std::unique_ptr<EmbedDeployment>> deployment = EmbedDeployment::start(options);
+  if (!deployment.has_value()) return fail(deployment.status().message());
+  const engines::encode::EmbedFrontend& fe = *deployment.value()->frontend();
   if (fe.space_id() != vi.info().space_id)
     return fail("--model " + o.model + " embeds in space " + fe.space_id() + ", but " + o.index +
                 " was made in space " + vi.info().space_id + " (model " + vi.info().model +
@@ -63,22 +72,15 @@ int run_search(const SearchOptions& o) {
   const int64_t dims = vi.dims() == fe.dims() ? 0 : vi.dims();  // a Matryoshka folder: truncate queries too
   if (Status s = fe.check_dimensions(dims); !s.ok()) return fail(s.message());
 
-  const std::string precision_name = o.precision.empty() ? vi.info().precision : o.precision;
-  Result<ops::Precision> precision = ops::parse_precision(precision_name.empty() ? "f32" : precision_name);
-  if (!precision.has_value()) return fail(precision.status().message());
-  engines::encode::EmbedderOptions eo;
-  eo.precision = precision.value();
-  Result<std::unique_ptr<engines::encode::Embedder>> embedder = engines::encode::Embedder::load(frontend.value(), eo);
-  if (!embedder.has_value()) return fail(embedder.status().message());
-
   std::vector<std::vector<int32_t>> sequences;
   for (size_t i = 0; i < o.queries.size(); ++i) {
     Result<std::vector<int32_t>> ids = fe.tokenize(o.queries[i], o.truncate);
     if (!ids.has_value()) return fail("query " + std::to_string(i) + " " + ids.status().message());
     sequences.push_back(std::move(ids).value());
   }
-  const std::vector<float> vectors = embedder.value()->embed(sequences, dims);
-  Result<std::vector<std::vector<engines::encode::SearchHit>>> hits = vi.search(vectors, o.k);
+  Result<std::vector<float>> vectors = deployment.value()->embed(std::move(sequences), dims);
+  if (!vectors.has_value()) return fail(vectors.status().message());
+  Result<std::vector<std::vector<engines::encode::SearchHit>>> hits = vi.search(vectors.value(), o.k);
   if (!hits.has_value()) return fail(hits.status().message());
 
   std::string out;

@@ -26,11 +26,9 @@
 #include "api/routes/realtime.h"
 #include "app/compute_wait.h"
 #include "app/demo.h"
+#include "app/engines.h"
 #include "base/log.h"
-#include "engines/encode/embed_engine.h"
 #include "engines/encode/media_cache.h"
-#include "engines/generate/generate_engine.h"
-#include "engines/vad/vad_engine.h"
 #include "pipelines/job_pool.h"
 #include "pipelines/transcribe/asr_service.h"
 #include "pipelines/transcribe/voice_activity.h"
@@ -41,7 +39,6 @@
 #include "runtime/threads.h"
 #include "serving/deployment_set.h"
 #include "serving/work_pool.h"
-#include "serving/echo_engine.h"
 #include "serving/metrics.h"
 #include "tools/demo/demo.h"
 
@@ -52,16 +49,6 @@ namespace {
 int fail(const std::string& message) {
   std::fprintf(stderr, "prism serve: %s\n", message.c_str());
   return 1;
-}
-
-// The engines this build links. Each engine issue registers its task here.
-serving::EngineFactories make_engines() {
-  serving::EngineFactories engines;
-  serving::register_echo_engine(engines);
-  prism::engines::encode::register_embed_engine(engines);
-  prism::engines::generate::register_generate_engine(engines);
-  prism::engines::vad::register_vad_engine(engines);
-  return engines;
 }
 
 // Resolves the config: the file, the demo set, or nothing (single-model flags), then the

@@ -21,10 +21,10 @@
 #include "api/routes/audio_transcriptions.h"
 #include "api/routes/transcript_format.h"
 #include "app/demo.h"
+#include "app/engines.h"
 #include "app/progress.h"
 #include "base/file.h"
-#include "engines/generate/generate_engine.h"
-#include "engines/vad/vad_engine.h"
+#include "engines/generate/speech_processor.h"
 #include "pipelines/transcribe/asr_service.h"
 #include "pipelines/transcribe/voice_activity.h"
 #include "pipelines/transcribe/transcription.h"
@@ -208,9 +208,7 @@ int run_transcribe(const TranscribeCommandOptions& o) {
   set_config.deployments.push_back(*config);
   if (Status s = pipelines::transcribe::add_vad_deployments(set_config); !s.ok()) return fail(s.message());
   serving::MetricsRegistry metrics;
-  serving::EngineFactories engines;
-  prism::engines::generate::register_generate_engine(engines);
-  prism::engines::vad::register_vad_engine(engines);
+  const serving::EngineFactories engines = make_engines();
   serving::DeploymentSet deployments(metrics);
   if (Status s = deployments.add_all(set_config, engines); !s.ok()) return fail(s.message());
   deployments.start_all();
