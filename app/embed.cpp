@@ -32,7 +32,7 @@
 #include "app/embed_output.h"
 #include "app/progress.h"
 #include "engines/encode/embed_frontend.h"
-#include "engines/encode/vector_index.h"
+#include "pipelines/search/vector_index.h"
 #include "runtime/ops.h"
 
 namespace prism::app {
@@ -414,7 +414,7 @@ int run_embed(const EmbedOptions& o) {
     return 130;
   }
   if (o.faiss) {
-    Result<int64_t> rows = engines::encode::VectorIndex::build(o.output);
+    Result<int64_t> rows = pipelines::search::VectorIndex::build(o.output);
     if (!rows.has_value()) return fail("building index.faiss: " + rows.status().message());
   }
   print_summary(job, std::chrono::duration<double>(Clock::now() - t0).count());

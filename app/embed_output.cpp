@@ -1,5 +1,5 @@
 // app/embed_output.cpp: the crash-safe writer of a bulk job's output folder (layout in
-// engines/encode/vector_index.h, which its readers share).
+// pipelines/search/vector_index.h, which its readers share).
 // NOTE: the commit point is the rename of checkpoint.json. Before it, data files may hold
 // any prefix of the rows appended since the previous checkpoint (and the .npy header any row
 // count); resume cuts both files back to the byte counts checkpoint.json records, so each
@@ -18,16 +18,16 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
-#include "engines/encode/vector_index.h"
+#include "pipelines/search/vector_index.h"
 
 namespace prism::app {
 
 namespace fs = std::filesystem;
-using engines::encode::kCheckpointFile;
-using engines::encode::kIdsFile;
-using engines::encode::kMetadataFile;
-using engines::encode::kNpyHeaderBytes;
-using engines::encode::kVectorsFile;
+using pipelines::search::kCheckpointFile;
+using pipelines::search::kIdsFile;
+using pipelines::search::kMetadataFile;
+using pipelines::search::kNpyHeaderBytes;
+using pipelines::search::kVectorsFile;
 
 namespace {
 
@@ -108,7 +108,7 @@ Status check_same_space(const std::string& dir, const EmbeddingMetadata& meta, b
     return failed_precondition("output directory " + dir + " is not empty and holds no `prism embed` job (no " +
                                kMetadataFile + "): choose an empty or new directory");
   }
-  Result<engines::encode::EmbeddingFolderInfo> info = engines::encode::read_embedding_folder(dir);
+  Result<pipelines::search::EmbeddingFolderInfo> info = pipelines::search::read_embedding_folder(dir);
   if (!info.has_value())
     return failed_precondition("output directory " + dir + " holds a damaged job: " + info.status().message());
   if (info->space_id != meta.space_id || info->dims != meta.dims)
@@ -182,7 +182,7 @@ struct EmbeddingOutput::Impl {
                        std::to_string(committed_ids_bytes) + " its checkpoint committed: the folder was damaged");
     if (::ftruncate(vectors_fd, vwant) != 0) return io_error("truncate", vectors_path);
     if (::ftruncate(ids_fd, committed_ids_bytes) != 0) return io_error("truncate", ids_path);
-    const std::string header = engines::encode::npy_f32_header(committed_docs, meta.dims);
+    const std::string header = pipelines::search::npy_f32_header(committed_docs, meta.dims);
     PRISM_RETURN_IF_ERROR(pwrite_all(vectors_fd, header.data(), header.size(), 0, vectors_path));
     if (::fsync(vectors_fd) != 0) return io_error("sync", vectors_path);
     if (::fsync(ids_fd) != 0) return io_error("sync", ids_path);
@@ -284,7 +284,7 @@ Status EmbeddingOutput::append(std::span<const std::string> ids, std::span<const
 Status EmbeddingOutput::checkpoint(const std::string& resume_token) {
   Impl& m = *impl_;
   // The header may claim rows before checkpoint.json does: resume rewrites it (file note).
-  const std::string header = engines::encode::npy_f32_header(m.appended_docs, m.meta.dims);
+  const std::string header = pipelines::search::npy_f32_header(m.appended_docs, m.meta.dims);
   PRISM_RETURN_IF_ERROR(pwrite_all(m.vectors_fd, header.data(), header.size(), 0, m.vectors_path));
   if (::fdatasync(m.vectors_fd) != 0) return io_error("sync", m.vectors_path);
   if (::fdatasync(m.ids_fd) != 0) return io_error("sync", m.ids_path);

@@ -25,7 +25,7 @@
 #include "app/embed_output.h"
 #include "app/progress.h"
 #include "engines/encode/embed_frontend.h"
-#include "engines/encode/vector_index.h"
+#include "pipelines/search/vector_index.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
 #include "serving/redis_work_queue.h"
@@ -450,7 +450,7 @@ int run_collect(const EmbedQueueOptions& o) {
     if (Status s = out.checkpoint(collect_token(o.job, total)); !s.ok()) return fail(sub, s.message());
   }
   if (o.faiss) {
-    Result<int64_t> rows = engines::encode::VectorIndex::build(o.output);
+    Result<int64_t> rows = pipelines::search::VectorIndex::build(o.output);
     if (!rows.has_value()) return fail(sub, "building index.faiss: " + rows.status().message());
   }
   std::fprintf(stderr, "prism embed-queue collect: %s vectors of job %s in %s (space %s, %lld dims, %s)%s\n",

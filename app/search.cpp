@@ -12,14 +12,14 @@
 
 #include "app/embed_deployment.h"
 #include "engines/encode/embed_frontend.h"
-#include "engines/encode/vector_index.h"
+#include "pipelines/search/vector_index.h"
 #include "runtime/ops.h"
 
 namespace prism::app {
 
 namespace {
 
-using engines::encode::VectorIndex;
+using pipelines::search::VectorIndex;
 
 int fail(const std::string& message) {
   std::fprintf(stderr, "prism search: %s\n", message.c_str());
@@ -80,7 +80,7 @@ int run_search(const SearchOptions& o) {
   }
   Result<std::vector<float>> vectors = deployment.value()->embed(std::move(sequences), dims);
   if (!vectors.has_value()) return fail(vectors.status().message());
-  Result<std::vector<std::vector<engines::encode::SearchHit>>> hits = vi.search(vectors.value(), o.k);
+  Result<std::vector<std::vector<pipelines::search::SearchHit>>> hits = vi.search(vectors.value(), o.k);
   if (!hits.has_value()) return fail(hits.status().message());
 
   std::string out;

@@ -32,7 +32,7 @@
 #include "base/file.h"
 #include "bench/bench_tiers.h"
 #include "engines/encode/embedder.h"
-#include "engines/encode/vector_index.h"
+#include "pipelines/search/vector_index.h"
 #include "models/encoder.h"
 #include "runtime/gemm_peak.h"
 #include "runtime/threads.h"
@@ -140,7 +140,7 @@ struct PeerRun {
 std::vector<float> read_npy(const std::string& path) {
   prism::Result<std::string> data = prism::read_file(path);
   if (!data.has_value()) return {};
-  prism::Result<prism::engines::encode::NpyF32Shape> shape = prism::engines::encode::parse_npy_f32_header(*data);
+  prism::Result<prism::pipelines::search::NpyF32Shape> shape = prism::pipelines::search::parse_npy_f32_header(*data);
   if (!shape.has_value()) return {};
   const size_t n = static_cast<size_t>(shape->rows * shape->cols);
   if (data->size() < static_cast<size_t>(shape->data_offset) + n * sizeof(float)) return {};

@@ -13,13 +13,13 @@
 #include "base/log.h"
 #include "engines/encode/embed_frontend.h"
 #include "engines/encode/embed_payload.h"
-#include "engines/encode/vector_index.h"
+#include "pipelines/search/vector_index.h"
 
 namespace prism::api {
 
 namespace {
 
-using engines::encode::VectorIndex;
+using pipelines::search::VectorIndex;
 using IndexMap = std::map<std::string, std::shared_ptr<const VectorIndex>, std::less<>>;
 
 constexpr std::string_view kTask = "embed";
@@ -38,7 +38,7 @@ struct SearchCall {
 };
 
 std::string search_json(const SearchCall& call, const VectorIndex& index,
-                        const std::vector<std::vector<engines::encode::SearchHit>>& hits) {
+                        const std::vector<std::vector<pipelines::search::SearchHit>>& hits) {
   std::string out = R"({"object":"list","data":[)";
   for (size_t q = 0; q < hits.size(); ++q) {
     out += q == 0 ? "" : ",";
@@ -56,7 +56,7 @@ std::string search_json(const SearchCall& call, const VectorIndex& index,
   out += R"(],"model":)" + text(call.model);
   out += R"(,"usage":{"prompt_tokens":)" + tokens + R"(,"total_tokens":)" + tokens + "}";
   out += R"(,"prism":{"embedding_space":)" + text(index.info().space_id) + R"(,"metric":)" +
-         text(engines::encode::index_metric_name(index.metric())) + R"(,"index_size":)" + std::to_string(index.size()) +
+         text(pipelines::search::index_metric_name(index.metric())) + R"(,"index_size":)" + std::to_string(index.size()) +
          "}}";
   return out;
 }
@@ -162,7 +162,7 @@ Status add_search_routes(Router& router, serving::DeploymentSet& deployments) {
     if (!index.has_value()) return invalid_argument(where + ": " + index.status().message());
     PRISM_LOG_INFO("deployment '{}': search index {} ({} vectors, {} dims, {})", c.name, dir.value(),
                    index.value()->size(), index.value()->dims(),
-                   engines::encode::index_metric_name(index.value()->metric()));
+                   pipelines::search::index_metric_name(index.value()->metric()));
     indexes->emplace(c.name, std::move(index).value());
   }
   serving::DeploymentSet* set = &deployments;

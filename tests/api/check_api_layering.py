@@ -27,7 +27,7 @@ ALLOWED = {
     "engines": {
         "engines/encode/embed_frontend.h",
         "engines/encode/embed_payload.h",
-        "engines/encode/vector_index.h",
+        "pipelines/search/vector_index.h",
         "engines/generate/generate_frontend.h",
         "engines/generate/generate_payload.h",
         "engines/generate/logits_processor.h",

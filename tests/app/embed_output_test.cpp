@@ -13,7 +13,7 @@
 #include <sstream>
 #include <vector>
 
-#include "engines/encode/vector_index.h"
+#include "pipelines/search/vector_index.h"
 #include "test_util/paths.h"
 
 namespace prism::app {
@@ -39,7 +39,7 @@ std::vector<float> rows(int64_t n, int64_t dims, float base) {
 }
 
 int64_t npy_rows(const std::string& dir) {
-  auto shape = engines::encode::parse_npy_f32_header(slurp(dir + "/vectors.npy"));
+  auto shape = pipelines::search::parse_npy_f32_header(slurp(dir + "/vectors.npy"));
   EXPECT_TRUE(shape.has_value());
   return shape.has_value() ? shape->rows : -1;
 }
@@ -59,7 +59,7 @@ TEST(EmbedOutput, NewJobAppendCheckpointAndFiles) {
   EXPECT_EQ(out.value()->resume_token(), "token-1");
 
   EXPECT_EQ(npy_rows(dir), 3);
-  EXPECT_EQ(fs::file_size(dir + "/vectors.npy"), static_cast<uintmax_t>(engines::encode::kNpyHeaderBytes + 3 * 3 * 4));
+  EXPECT_EQ(fs::file_size(dir + "/vectors.npy"), static_cast<uintmax_t>(pipelines::search::kNpyHeaderBytes + 3 * 3 * 4));
   EXPECT_EQ(slurp(dir + "/ids.jsonl"), "\"a\"\n\"b \\\"quoted\\\"\"\n\"c\\nnewline\"\n");
   auto m = nlohmann::json::parse(slurp(dir + "/metadata.json"));
   EXPECT_EQ(m["space_id"], "space-a");
@@ -117,7 +117,7 @@ TEST(EmbedOutput, ResumeTruncatesTornTails) {
   EXPECT_EQ(out.value()->appended(), 2);
   EXPECT_EQ(out.value()->resume_token(), "after-b");
   EXPECT_EQ(slurp(dir + "/ids.jsonl"), "\"a\"\n\"b\"\n");
-  EXPECT_EQ(fs::file_size(dir + "/vectors.npy"), static_cast<uintmax_t>(engines::encode::kNpyHeaderBytes + 2 * 3 * 4));
+  EXPECT_EQ(fs::file_size(dir + "/vectors.npy"), static_cast<uintmax_t>(pipelines::search::kNpyHeaderBytes + 2 * 3 * 4));
   EXPECT_EQ(npy_rows(dir), 2);
   EXPECT_FALSE(fs::exists(dir + "/checkpoint.json.tmp"));
 
@@ -127,7 +127,7 @@ TEST(EmbedOutput, ResumeTruncatesTornTails) {
   EXPECT_EQ(slurp(dir + "/ids.jsonl"), "\"a\"\n\"b\"\n\"c2\"\n");
   const std::string bytes = slurp(dir + "/vectors.npy");
   std::vector<float> back(9);
-  std::memcpy(back.data(), bytes.data() + engines::encode::kNpyHeaderBytes, 9 * sizeof(float));
+  std::memcpy(back.data(), bytes.data() + pipelines::search::kNpyHeaderBytes, 9 * sizeof(float));
   EXPECT_EQ(back, (std::vector<float>{0, 1, 2, 3, 4, 5, 7, 8, 9}));
 }
 
@@ -209,7 +209,7 @@ TEST(EmbedOutput, DamagedFoldersAreDataLoss) {
     ASSERT_TRUE(out.value()->append(std::vector<std::string>{"a", "b"}, rows(2, 3, 0)).ok());
     ASSERT_TRUE(out.value()->checkpoint("t").ok());
   }
-  fs::resize_file(dir + "/vectors.npy", engines::encode::kNpyHeaderBytes + 4);  // committed rows lost
+  fs::resize_file(dir + "/vectors.npy", pipelines::search::kNpyHeaderBytes + 4);  // committed rows lost
   auto out = EmbeddingOutput::open(dir, meta(), true);
   ASSERT_FALSE(out.has_value());
   EXPECT_EQ(out.status().code(), StatusCode::data_loss);

@@ -1,9 +1,9 @@
-// engines/encode/vector_index.cpp: the embedding folder's readers and a flat FAISS index.
+// pipelines/search/vector_index.cpp: the embedding folder's readers and a flat FAISS index.
 // NOTE: FAISS throws (faiss::FaissException, std::bad_alloc): every call into it is wrapped
 // here and turned into a Status. Debian's libfaiss calls the system BLAS (sgemm) for batches
 // of 20+ queries; when that BLAS is OpenBLAS it would start its own thread pool next to our
 // OpenMP one, so its thread count is pinned to 1 before the first search (limit_blas_threads).
-#include "engines/encode/vector_index.h"
+#include "pipelines/search/vector_index.h"
 
 #include <dlfcn.h>
 #include <faiss/IndexFlat.h>
@@ -26,7 +26,7 @@
 #include "base/file.h"
 #include "base/log.h"
 
-namespace prism::engines::encode {
+namespace prism::pipelines::search {
 
 namespace fs = std::filesystem;
 
@@ -333,4 +333,4 @@ Result<std::vector<std::vector<SearchHit>>> VectorIndex::search(std::span<const 
   return out;
 }
 
-}  // namespace prism::engines::encode
+}  // namespace prism::pipelines::search

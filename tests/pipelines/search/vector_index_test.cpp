@@ -1,7 +1,7 @@
 // The vector index over an embedding folder: the .npy header, exact search by inner product
 // (normalised folders) and L2 (others) against brute force, index.faiss built, reused, and
 // ignored when stale, and only committed rows searched.
-#include "engines/encode/vector_index.h"
+#include "pipelines/search/vector_index.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 
 #include "test_util/paths.h"
 
-namespace prism::engines::encode {
+namespace prism::pipelines::search {
 namespace {
 
 namespace fs = std::filesystem;
@@ -237,4 +237,4 @@ TEST(VectorIndex, FolderErrors) {
 }
 
 }  // namespace
-}  // namespace prism::engines::encode
+}  // namespace prism::pipelines::search

@@ -1,4 +1,4 @@
-// engines/encode/vector_index.h: nearest-neighbour search over the output folder of a bulk
+// pipelines/search/vector_index.h: nearest-neighbour search over the output folder of a bulk
 // embedding job (`prism embed`, written by app/embed_output), with FAISS. The folder layout is
 // declared here, below both its writer (app/) and its readers (`prism search`, the search
 // route in api/), so there is one definition of it.
@@ -15,7 +15,7 @@
 
 #include "base/status.h"
 
-namespace prism::engines::encode {
+namespace prism::pipelines::search {
 
 // ---- The folder's files ----
 inline constexpr const char* kVectorsFile = "vectors.npy";         // f32 [docs, dims], C order
@@ -95,4 +95,4 @@ class VectorIndex {
   std::unique_ptr<Faiss> faiss_;
 };
 
-}  // namespace prism::engines::encode
+}  // namespace prism::pipelines::search
