@@ -28,9 +28,9 @@
 #include "app/embed_input.h"
 #include "app/embed_output.h"
 #include "app/progress.h"
-#include "engines/encode/embed_frontend.h"
 #include "engines/encode/embedder.h"
 #include "engines/encode/vector_index.h"
+#include "frontends/embed_frontend.h"
 #include "runtime/ops.h"
 
 namespace prism::app {
@@ -38,7 +38,7 @@ namespace prism::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using engines::encode::EmbedFrontend;
+using frontends::EmbedFrontend;
 
 constexpr int kQueueBatches = 2;          // read ahead: one batch being filled, two waiting
 constexpr int64_t kTailHashBytes = 4096;  // input bytes before the resume offset, fingerprinted
@@ -261,7 +261,7 @@ Status open_job(Job& job) {
                                fe.space_id(),
                                job.dims,
                                fe.normalize(),
-                               std::string(models::pooling_name(fe.pooling())),
+                               std::string(configs::pooling_name(fe.pooling())),
                                std::string(ops::precision_name(precision))};
   PRISM_ASSIGN_OR_RETURN(job.output, EmbeddingOutput::open(o.output, meta, o.resume));
   job.start_docs = job.output->committed();

@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "engines/encode/embed_frontend.h"
 #include "engines/encode/embedder.h"
 #include "engines/encode/vector_index.h"
+#include "frontends/embed_frontend.h"
 #include "runtime/ops.h"
 
 namespace prism::app {
@@ -52,10 +52,10 @@ int run_search(const SearchOptions& o) {
   if (!index.has_value()) return fail(index.status().message());
   const VectorIndex& vi = *index.value();
 
-  Result<std::shared_ptr<const engines::encode::EmbedFrontend>> frontend =
-      engines::encode::EmbedFrontend::load(o.model);
+  Result<std::shared_ptr<const frontends::EmbedFrontend>> frontend =
+      frontends::EmbedFrontend::load(o.model);
   if (!frontend.has_value()) return fail(frontend.status().message());
-  const engines::encode::EmbedFrontend& fe = *frontend.value();
+  const frontends::EmbedFrontend& fe = *frontend.value();
   if (fe.space_id() != vi.info().space_id)
     return fail("--model " + o.model + " embeds in space " + fe.space_id() + ", but " + o.index +
                 " was made in space " + vi.info().space_id + " (model " + vi.info().model +

@@ -37,7 +37,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using engines::generate::SpeechTask;
+using frontends::SpeechTask;
 using engines::transcribe::Transcript;
 
 constexpr const char* kDemoAsr = "demo-asr";
@@ -216,7 +216,7 @@ int run_transcribe(const TranscribeCommandOptions& o) {
     engines::transcribe::AsrServices asr(deployments);
     Result<std::shared_ptr<engines::transcribe::AsrService>> service = asr.find(config->name);
     if (!service.has_value()) return fail(service.status().message());
-    const engines::generate::SpeechProcessor* speech = (*service)->context.frontend->speech();
+    const frontends::SpeechProcessor* speech = (*service)->context.frontend->speech();
     multilingual = speech->multilingual();
     if (task == SpeechTask::translate && !speech->multilingual())
       return fail("the model " + config->model + " is English-only: it cannot translate");

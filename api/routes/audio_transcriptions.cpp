@@ -22,15 +22,15 @@
 #include "api/routes/deployment_call.h"
 #include "api/sse.h"
 #include "base/log.h"
-#include "engines/generate/generate_frontend.h"
 #include "engines/transcribe/transcription.h"
+#include "frontends/generate_frontend.h"
 #include "media/audio.h"
 
 namespace prism::api {
 
 namespace {
 
-using engines::generate::SpeechTask;
+using frontends::SpeechTask;
 using engines::transcribe::AsrService;
 using engines::transcribe::Transcript;
 using engines::transcribe::Transcription;
@@ -340,7 +340,7 @@ void post_audio(serving::DeploymentSet& deployments, engines::transcribe::AsrSer
   ApiError error;
   Result<std::shared_ptr<AsrService>> service = find_service(deployments, asr, request, http, error);
   if (!service.has_value()) return (void)responder.send(error_response(error));
-  const engines::generate::SpeechProcessor* speech = (*service)->context.frontend->speech();
+  const frontends::SpeechProcessor* speech = (*service)->context.frontend->speech();
   if (task == SpeechTask::translate && !speech->multilingual())
     return (void)responder.send(error_response(invalid_field(
         "model", "the model '" + request.model + "' is English-only: it cannot translate (a multilingual model can).")));

@@ -20,10 +20,10 @@
 
 #include "base/check.h"
 #include "base/log.h"
-#include "engines/generate/generate_payload.h"
-#include "engines/generate/speech_processor.h"
 #include "engines/transcribe/chunk_decode.h"
 #include "engines/transcribe/quality.h"
+#include "frontends/generate_payload.h"
+#include "frontends/speech_processor.h"
 #include "media/audio.h"
 #include "media/log_mel.h"
 
@@ -31,7 +31,7 @@ namespace prism::engines::transcribe {
 
 namespace {
 
-using generate::SpeechProcessor;
+using frontends::SpeechProcessor;
 using serving::Clock;
 
 constexpr int64_t kRate = media::kSpeechSampleRate;
@@ -61,7 +61,7 @@ std::string number(double v) {
 struct LiveShared {
   TranscriptionContext context;
   LiveSettings settings;
-  const SpeechProcessor* speech = nullptr;  // the frontend's: lives as long as context.frontend
+  const frontends::SpeechProcessor* speech = nullptr;  // the frontend's: lives as long as context.frontend
   std::function<Clock::time_point()> now;
 };
 
@@ -131,7 +131,7 @@ void set_features(ChunkDecodeSpec& spec, std::span<const float> samples, bool fi
 }
 
 // The final's transcript from the decode kept; segment times in the stream's seconds.
-Transcript transcript_of(const DecodedChunk& d, const DecodeJob& job, const SpeechProcessor& speech) {
+Transcript transcript_of(const DecodedChunk& d, const DecodeJob& job, const frontends::SpeechProcessor& speech) {
   Transcript t;
   t.language = d.language;
   t.duration = to_seconds(job.end - job.start);
@@ -145,7 +145,7 @@ Transcript transcript_of(const DecodedChunk& d, const DecodeJob& job, const Spee
     return t;
   }
   const double start_s = to_seconds(job.start), end_s = to_seconds(job.end);
-  for (generate::TimedText& piece : speech.segments(d.tokens, t.duration)) {
+  for (frontends::TimedText& piece : speech.segments(d.tokens, t.duration)) {
     Segment s;
     s.id = static_cast<int>(t.segments.size());
     s.seek = job.start;
@@ -164,10 +164,10 @@ Transcript transcript_of(const DecodedChunk& d, const DecodeJob& job, const Spee
 }
 
 // A completed decode's reading; the engine's error, or a payload of another kind, as a Status.
-Result<DecodedChunk> read_decode(Result<serving::PayloadPtr>& result, const SpeechProcessor& speech,
+Result<DecodedChunk> read_decode(Result<serving::PayloadPtr>& result, const frontends::SpeechProcessor& speech,
                                  const ChunkDecodeProbe& probe, float temperature) {
   if (!result.has_value()) return result.status();
-  auto* out = dynamic_cast<generate::GenerateOutput*>(result.value().get());
+  auto* out = dynamic_cast<frontends::GenerateOutput*>(result.value().get());
   if (out == nullptr || out->choices.empty()) return internal_error("the engine returned no choice for a live decode");
   return read_chunk_decode(speech, *out, probe, temperature);
 }
@@ -533,9 +533,9 @@ class LiveStreamImpl final : public LiveStream, public std::enable_shared_from_t
     jobs.push_back(std::move(job));
   }
 
-  generate::SpeechDecodeOptions decode_options(bool final, double seconds) const {
-    generate::SpeechDecodeOptions o;
-    o.task = generate::SpeechTask::transcribe;
+  frontends::SpeechDecodeOptions decode_options(bool final, double seconds) const {
+    frontends::SpeechDecodeOptions o;
+    o.task = frontends::SpeechTask::transcribe;
     o.language = config_.options.language;
     o.timestamps = final;
     o.previous = config_.prompt_tokens;

@@ -21,8 +21,8 @@
 
 #include "base/check.h"
 #include "base/file.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
 #include "media/audio.h"
 #include "media/log_mel.h"
 #include "serving/metrics.h"
@@ -32,18 +32,18 @@
 namespace prism::engines::transcribe {
 namespace {
 
-using generate::GenerateFrontend;
-using generate::GenerateInput;
-using generate::GenerateOutput;
-using generate::SpeechProcessor;
+using frontends::GenerateFrontend;
+using frontends::GenerateInput;
+using frontends::GenerateOutput;
+using frontends::SpeechProcessor;
 using serving::Clock;
 
 constexpr int kRate = media::kSpeechSampleRate;
 
 // ---- shared fixtures ---------------------------------------------------------------------------
 
-std::shared_ptr<const GenerateFrontend> whisper_frontend() {
-  static const std::shared_ptr<const GenerateFrontend> frontend = [] {
+std::shared_ptr<const frontends::GenerateFrontend> whisper_frontend() {
+  static const std::shared_ptr<const frontends::GenerateFrontend> frontend = [] {
     const std::string dir = test::scratch_dir("live_test_whisper");
     Result<test::WhisperTokenIds> ids = test::write_whisper_files(dir);
     PRISM_CHECK_MSG(ids.has_value(), "write_whisper_files failed");
@@ -51,8 +51,8 @@ std::shared_ptr<const GenerateFrontend> whisper_frontend() {
     config.name = "whisper";
     config.task = "transcribe";
     config.model = dir;
-    Result<std::shared_ptr<const GenerateFrontend>> fe = GenerateFrontend::load(config);
-    PRISM_CHECK_MSG(fe.has_value(), "GenerateFrontend::load failed");
+    Result<std::shared_ptr<const frontends::GenerateFrontend>> fe = frontends::GenerateFrontend::load(config);
+    PRISM_CHECK_MSG(fe.has_value(), "frontends::GenerateFrontend::load failed");
     return *fe;
   }();
   return frontend;
@@ -101,14 +101,14 @@ struct Seen {
 // scheduler's thread); else they wait for answer_all().
 class FakeEngine {
  public:
-  const SpeechProcessor& speech() const { return *whisper_frontend()->speech(); }
+  const frontends::SpeechProcessor& speech() const { return *whisper_frontend()->speech(); }
 
   Status submit(serving::RequestPtr r) {
     bool now = false;
     {
       std::lock_guard lock(mu_);
       if (refuse_) return resource_exhausted("queue full");
-      const auto* in = dynamic_cast<const GenerateInput*>(r->input.get());
+      const auto* in = dynamic_cast<const frontends::GenerateInput*>(r->input.get());
       PRISM_CHECK(in != nullptr && in->audio.has_value());
       seen_.push_back(
           {in->audio->frames == media::kWhisperChunkFrames, in->audio->frames, in->sampling.temperature, in->prompt});
@@ -151,7 +151,7 @@ class FakeEngine {
 
  private:
   void answer(const serving::RequestPtr& r) {
-    const auto& in = dynamic_cast<const GenerateInput&>(*r->input);
+    const auto& in = dynamic_cast<const frontends::GenerateInput&>(*r->input);
     const bool final = in.audio->frames == media::kWhisperChunkFrames;
     std::vector<int32_t> tokens;
     float lp = -0.1f;
@@ -171,11 +171,11 @@ class FakeEngine {
       }
       tokens = speech().encode_text(text);
     }
-    auto out = std::make_unique<GenerateOutput>();
-    generate::ChoiceDelta c;
+    auto out = std::make_unique<frontends::GenerateOutput>();
+    frontends::ChoiceDelta c;
     c.tokens = tokens;
     for (int32_t t : tokens) c.logprobs.push_back({{t, lp}, {}});
-    c.finish = generate::FinishReason::stop;
+    c.finish = frontends::FinishReason::stop;
     out->completion_tokens = int64_t(tokens.size()) + 1;
     out->choices.push_back(std::move(c));
     r->complete(serving::PayloadPtr(std::move(out)));
@@ -603,7 +603,7 @@ TEST_F(LiveTest, OptionsAreCheckedAndUsed) {
   feed(*stream, std::span<const float>(jfk()).subspan(0, kRate / 2));
   ASSERT_TRUE(stream->commit().ok());
   scheduler_->tick();
-  const SpeechProcessor& speech = *whisper_frontend()->speech();
+  const frontends::SpeechProcessor& speech = *whisper_frontend()->speech();
   const std::vector<Seen> seen = engine_.seen();
   ASSERT_FALSE(seen.empty());
   for (const Seen& s : seen)

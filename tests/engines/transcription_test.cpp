@@ -32,10 +32,10 @@
 namespace prism::engines::transcribe {
 namespace {
 
-using generate::GenerateFrontend;
-using generate::GenerateInput;
-using generate::GenerateOutput;
-using generate::SpeechProcessor;
+using frontends::GenerateFrontend;
+using frontends::GenerateInput;
+using frontends::GenerateOutput;
+using frontends::SpeechProcessor;
 
 constexpr double kRate = media::kSpeechSampleRate;
 
@@ -51,14 +51,14 @@ const std::string& whisper_dir() {
   return dir;
 }
 
-std::shared_ptr<const GenerateFrontend> whisper_frontend() {
-  static const std::shared_ptr<const GenerateFrontend> frontend = [] {
+std::shared_ptr<const frontends::GenerateFrontend> whisper_frontend() {
+  static const std::shared_ptr<const frontends::GenerateFrontend> frontend = [] {
     const std::string dir = whisper_dir();
     serving::DeploymentConfig config;
     config.name = "whisper";
     config.task = "transcribe";
     config.model = dir;
-    Result<std::shared_ptr<const GenerateFrontend>> fe = GenerateFrontend::load(config);
+    Result<std::shared_ptr<const frontends::GenerateFrontend>> fe = frontends::GenerateFrontend::load(config);
     PRISM_CHECK_MSG(fe.has_value(), fe.status().message().c_str());
     return *fe;
   }();
@@ -109,13 +109,13 @@ struct Answer {
 
 class FakeEngine {
  public:
-  explicit FakeEngine(std::shared_ptr<const GenerateFrontend> frontend) : frontend_(std::move(frontend)) {}
-  const SpeechProcessor& speech() const { return *frontend_->speech(); }
+  explicit FakeEngine(std::shared_ptr<const frontends::GenerateFrontend> frontend) : frontend_(std::move(frontend)) {}
+  const frontends::SpeechProcessor& speech() const { return *frontend_->speech(); }
 
   Status submit(serving::RequestPtr r) {
     std::lock_guard lock(mu_);
     if (refuse_from_ >= 0 && int(requests_.size()) >= refuse_from_) return resource_exhausted("queue full");
-    const auto* in = dynamic_cast<const GenerateInput*>(r->input.get());
+    const auto* in = dynamic_cast<const frontends::GenerateInput*>(r->input.get());
     PRISM_CHECK(in != nullptr && in->audio.has_value());
     auto [it, added] = chunk_of_features_.emplace(in->audio->features.get(), int(chunk_of_features_.size()));
     chunk_.push_back(it->second);
@@ -134,7 +134,7 @@ class FakeEngine {
     std::lock_guard lock(mu_);
     return requests_.at(i);
   }
-  const GenerateInput& input(size_t i) const { return dynamic_cast<const GenerateInput&>(*request(i)->input); }
+  const frontends::GenerateInput& input(size_t i) const { return dynamic_cast<const frontends::GenerateInput&>(*request(i)->input); }
   int chunk(size_t i) const {
     std::lock_guard lock(mu_);
     return chunk_.at(i);
@@ -154,9 +154,9 @@ class FakeEngine {
   // (giving the no-speech probability), then the choice ends on end-of-text.
   void answer(size_t i, const Answer& a) {
     serving::RequestPtr r = request(i);
-    const auto& in = dynamic_cast<const GenerateInput&>(*r->input);
+    const auto& in = dynamic_cast<const frontends::GenerateInput&>(*r->input);
     if (in.logits_processor) {
-      std::unique_ptr<generate::LogitsProcessor> p = in.logits_processor(0);
+      std::unique_ptr<frontends::LogitsProcessor> p = in.logits_processor(0);
       if (p->probe_position() >= 0) {
         // softmax(row)[nospeech] = a.no_speech with every other logit 0.
         std::vector<float> row(size_t(frontend_->vocab_size()), 0.0f);
@@ -165,18 +165,18 @@ class FakeEngine {
         p->probe(row);
       }
     }
-    auto out = std::make_unique<GenerateOutput>();
-    generate::ChoiceDelta c;
+    auto out = std::make_unique<frontends::GenerateOutput>();
+    frontends::ChoiceDelta c;
     c.tokens = tokens(a);
     for (const int32_t t : c.tokens) c.logprobs.push_back({{t, a.token_logprob}, {}});
-    c.finish = generate::FinishReason::stop;
+    c.finish = frontends::FinishReason::stop;
     out->completion_tokens = int64_t(c.tokens.size()) + 1;
     out->choices.push_back(std::move(c));
     r->complete(serving::PayloadPtr(std::move(out)));
   }
 
  private:
-  std::shared_ptr<const GenerateFrontend> frontend_;
+  std::shared_ptr<const frontends::GenerateFrontend> frontend_;
   mutable std::mutex mu_;
   std::vector<serving::RequestPtr> requests_;
   std::vector<int> chunk_;  // chunk index per request (by features, in order of first submit)
@@ -215,7 +215,7 @@ class TranscriptionTest : public ::testing::Test {
   std::vector<Chunk> expected_chunks(const std::vector<float>& samples, double chunk_seconds = 5.0) {
     return plan_chunks(energy_vad()->spans(samples), int64_t(chunk_seconds * kRate));
   }
-  const SpeechProcessor& speech() { return *whisper_frontend()->speech(); }
+  const frontends::SpeechProcessor& speech() { return *whisper_frontend()->speech(); }
 
   serving::MetricsRegistry registry_;
   std::shared_ptr<AsrMetrics> metrics_ =
@@ -236,7 +236,7 @@ TEST_F(TranscriptionTest, OutOfOrderCompletionsReportSegmentsInTimeOrder) {
   ASSERT_EQ(engine_.size(), chunks.size());
   for (size_t k = 0; k < chunks.size(); ++k) {
     ASSERT_EQ(engine_.chunk(k), int(k));
-    const GenerateInput& in = engine_.input(k);
+    const frontends::GenerateInput& in = engine_.input(k);
     ASSERT_TRUE(in.audio.has_value());
     EXPECT_EQ(in.audio->frames, media::kWhisperChunkFrames);
     EXPECT_TRUE(in.sampling.logprobs);
@@ -417,12 +417,12 @@ TEST_F(TranscriptionTest, ThePromptConditionsOnlyTheFirstParallelChunk) {
   TranscribeOptions o;
   o.prompt = "Kennedy, Americans";
   o.language = "English";
-  o.task = generate::SpeechTask::translate;
+  o.task = frontends::SpeechTask::translate;
   auto t = Transcription::start(context(), audio, o, rec_.events());
   ASSERT_EQ(engine_.size(), n);
-  generate::SpeechDecodeOptions d;
+  frontends::SpeechDecodeOptions d;
   d.language = "en";
-  d.task = generate::SpeechTask::translate;
+  d.task = frontends::SpeechTask::translate;
   d.segment_seconds = double(expected_chunks(audio)[0].end - expected_chunks(audio)[0].start) / kRate;
   d.previous = speech().encode_text(o.prompt);
   EXPECT_EQ(engine_.input(0).prompt, speech().prompt(d));
@@ -448,7 +448,7 @@ TEST_F(TranscriptionTest, SequentialChunksFollowOneAnotherConditionedOnTheText) 
   EXPECT_EQ(engine_.chunk(1), 1);
   const std::vector<int32_t> t0 = engine_.tokens({chunk_text(0), 0, 1});
   const std::vector<Chunk> chunks = expected_chunks(audio);
-  generate::SpeechDecodeOptions d;
+  frontends::SpeechDecodeOptions d;
   d.language = "en";
   d.previous = t0;
   d.segment_seconds = double(chunks[1].end - chunks[1].start) / kRate;
@@ -464,7 +464,7 @@ TEST_F(TranscriptionTest, SequentialChunksFollowOneAnotherConditionedOnTheText) 
   }
   ASSERT_EQ(engine_.input(engine_.size() - 1).sampling.temperature, 0.6f);
   engine_.answer(engine_.size() - 1, {chunk_text(1)});
-  const GenerateInput& in2 = engine_.input(engine_.size() - 1);
+  const frontends::GenerateInput& in2 = engine_.input(engine_.size() - 1);
   EXPECT_EQ(engine_.chunk(engine_.size() - 1), 2);
   EXPECT_EQ(in2.prompt.front(), speech().sot());  // no <|startofprev|>
   for (size_t k = 2; k < n; ++k) {
@@ -682,7 +682,7 @@ TEST(RealWhisper, AShortFileCompletesWhileATenMinuteOneStillDecodes) {
   ASSERT_GE(double(long_audio.size()) / kRate, 600.0);
   const std::vector<float> short_audio(jfk().begin(), jfk().begin() + ptrdiff_t(3 * kRate));
 
-  const auto frontend = std::dynamic_pointer_cast<const GenerateFrontend>(deployment.frontend());
+  const auto frontend = std::dynamic_pointer_cast<const frontends::GenerateFrontend>(deployment.frontend());
   ASSERT_TRUE(frontend && frontend->speech());
   // The long one's chunk segments, as submitted.
   std::mutex features_mu;
@@ -694,7 +694,7 @@ TEST(RealWhisper, AShortFileCompletesWhileATenMinuteOneStillDecodes) {
     c.settings.max_chunks_in_flight = config.batching.max_batch_size;  // as AsrServices sets it
     c.submit = [&, record](serving::RequestPtr r) {
       if (record) {
-        const auto& in = dynamic_cast<const GenerateInput&>(*r->input);
+        const auto& in = dynamic_cast<const frontends::GenerateInput&>(*r->input);
         std::lock_guard lock(features_mu);
         if (long_features.empty() || long_features.back() != in.audio->features)
           long_features.push_back(in.audio->features);
@@ -757,25 +757,25 @@ TEST(RealWhisper, AShortFileCompletesWhileATenMinuteOneStillDecodes) {
 // ---- chunk_decode's pieces ----
 
 TEST(ChunkDecode, WhisperAvgLogprob) {
-  std::vector<generate::TokenLogprobs> lp = {{{1, -0.5f}, {}}, {{2, -1.5f}, {}}};
+  std::vector<frontends::TokenLogprobs> lp = {{{1, -0.5f}, {}}, {{2, -1.5f}, {}}};
   EXPECT_FLOAT_EQ(whisper_avg_logprob(lp, -0.25f), (-0.5f - 1.5f - 0.25f) / 3);
   EXPECT_FLOAT_EQ(whisper_avg_logprob(lp, std::nullopt), (-0.5f - 1.5f) / 3);
   EXPECT_FLOAT_EQ(whisper_avg_logprob({}, -0.5f), -0.5f);
 }
 
 TEST(ChunkDecode, ReadCountsTheEndOfTextAndSkipsForcedLanguageTokens) {
-  const SpeechProcessor& sp = *whisper_frontend()->speech();
+  const frontends::SpeechProcessor& sp = *whisper_frontend()->speech();
   const int32_t en = *sp.language_token("en");
   const std::vector<int32_t> text = sp.encode_text("hello world");
-  GenerateOutput out;
-  generate::ChoiceDelta c;
+  frontends::GenerateOutput out;
+  frontends::ChoiceDelta c;
   // Detected language and forced task first (not counted), then <|0.00|> text <|1.00|>.
   const int32_t transcribe = en + 100;  // <|transcribe|>: 50359 = <|en|> 50259 + 100 (99 languages, translate)
   c.tokens = {en, transcribe, sp.timestamp_begin()};
   c.tokens.insert(c.tokens.end(), text.begin(), text.end());
   c.tokens.push_back(sp.timestamp_begin() + 50);
   for (const int32_t t : c.tokens) c.logprobs.push_back({{t, t == en ? -9.0f : -0.5f}, {}});
-  c.finish = generate::FinishReason::stop;
+  c.finish = frontends::FinishReason::stop;
   out.choices.push_back(c);
   out.completion_tokens = int64_t(c.tokens.size()) + 1;
   ChunkDecodeProbe probe;
@@ -792,13 +792,13 @@ TEST(ChunkDecode, ReadCountsTheEndOfTextAndSkipsForcedLanguageTokens) {
   EXPECT_EQ(d.decoded_tokens, out.completion_tokens);
   EXPECT_EQ(d.verdict, Verdict::ok);
   // Ended by the length limit: the end-of-text logprob of some earlier step does not count.
-  out.choices[0].finish = generate::FinishReason::length;
+  out.choices[0].finish = frontends::FinishReason::length;
   EXPECT_NEAR(read_chunk_decode(sp, out, probe, 0).avg_logprob, (-0.5 * counted) / (counted + 1), 1e-6);
 }
 
 TEST(ChunkDecode, TheHookNotesTheEndOfTextLogprobOfTheProcessedRow) {
-  const GenerateFrontend& fe = *whisper_frontend();
-  const SpeechProcessor& sp = *fe.speech();
+  const frontends::GenerateFrontend& fe = *whisper_frontend();
+  const frontends::SpeechProcessor& sp = *fe.speech();
   ChunkDecodeSpec spec;
   spec.speech.language = "en";
   spec.speech.timestamps = false;
@@ -806,7 +806,7 @@ TEST(ChunkDecode, TheHookNotesTheEndOfTextLogprobOfTheProcessedRow) {
   spec.frames = 3000;
   spec.temperature = 0.2f;  // sampling: any token may end it, so the value is always exact
   ChunkDecode d = make_chunk_decode(fe, spec);
-  std::unique_ptr<generate::LogitsProcessor> p = d.input->logits_processor(0);
+  std::unique_ptr<frontends::LogitsProcessor> p = d.input->logits_processor(0);
   std::vector<float> row(size_t(fe.vocab_size()));
   for (size_t i = 0; i < row.size(); ++i) row[i] = float(std::sin(double(i)) * 3.0);
   const std::vector<int32_t> generated = sp.encode_text("hello");
@@ -822,7 +822,7 @@ TEST(ChunkDecode, TheHookNotesTheEndOfTextLogprobOfTheProcessedRow) {
   // Greedy: exact where end-of-text is the row's maximum (the only place it can be picked).
   spec.temperature = 0.0f;
   ChunkDecode g = make_chunk_decode(fe, spec);
-  std::unique_ptr<generate::LogitsProcessor> gp = g.input->logits_processor(0);
+  std::unique_ptr<frontends::LogitsProcessor> gp = g.input->logits_processor(0);
   std::vector<float> flat(size_t(fe.vocab_size()), 0.0f);
   flat[size_t(sp.eot())] = 5.0f;
   gp->process(flat, generated);
