@@ -31,7 +31,7 @@
 #include "app/embed_input.h"
 #include "app/embed_output.h"
 #include "app/progress.h"
-#include "engines/encode/embed_frontend.h"
+#include "frontends/embed_frontend.h"
 #include "pipelines/search/vector_index.h"
 #include "runtime/ops.h"
 
@@ -40,7 +40,7 @@ namespace prism::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using engines::encode::EmbedFrontend;
+using frontends::EmbedFrontend;
 
 constexpr int kQueueBatches = 2;          // read ahead: one batch being filled, two waiting
 constexpr int kInFlightBatches = 3;       // in the deployment: one embedding, two queued behind it
@@ -282,7 +282,7 @@ Status open_job(Job& job) {
                                fe.space_id(),
                                job.dims,
                                fe.normalize(),
-                               std::string(models::pooling_name(fe.pooling())),
+                               std::string(configs::pooling_name(fe.pooling())),
                                std::string(ops::precision_name(precision))};
   PRISM_ASSIGN_OR_RETURN(job.output, EmbeddingOutput::open(o.output, meta, o.resume));
   job.start_docs = job.output->committed();

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "app/engines.h"
-#include "engines/encode/embed_payload.h"
+#include "frontends/embed_payload.h"
 #include "serving/config.h"
 #include "serving/request.h"
 
@@ -47,7 +47,7 @@ Result<std::unique_ptr<EmbedDeployment>> EmbedDeployment::start(const EmbedDeplo
   d->deployment_ = d->deployments_.deployments().front().get();
   d->deployments_.start_all();
   PRISM_RETURN_IF_ERROR(loader_words(d->deployments_.wait_ready()));
-  d->frontend_ = std::dynamic_pointer_cast<const engines::encode::EmbedFrontend>(d->deployment_->frontend());
+  d->frontend_ = std::dynamic_pointer_cast<const frontends::EmbedFrontend>(d->deployment_->frontend());
   if (d->frontend_ == nullptr) return internal_error("the embed deployment has no EmbedFrontend");
   return d;
 }
@@ -57,7 +57,7 @@ EmbedDeployment::~EmbedDeployment() { deployments_.stop_all(); }
 Result<EmbedVectors> EmbedDeployment::submit(std::vector<std::vector<int32_t>> sequences, int64_t dims) {
   int64_t tokens = 0;
   for (const std::vector<int32_t>& s : sequences) tokens += static_cast<int64_t>(s.size());
-  auto payload = std::make_unique<engines::encode::EmbedInput>();
+  auto payload = std::make_unique<frontends::EmbedInput>();
   payload->sequences = std::move(sequences);
   payload->dims = dims;
   auto promise = std::make_shared<std::promise<Result<std::vector<float>>>>();
@@ -65,7 +65,7 @@ Result<EmbedVectors> EmbedDeployment::submit(std::vector<std::vector<int32_t>> s
   serving::RequestPtr request =
       serving::make_request(std::move(payload), [promise](Result<serving::PayloadPtr> result) {
         if (!result.has_value()) return promise->set_value(result.status());
-        auto* output = dynamic_cast<engines::encode::EmbedOutput*>(result.value().get());
+        auto* output = dynamic_cast<frontends::EmbedOutput*>(result.value().get());
         if (output == nullptr) return promise->set_value(internal_error("the embed engine returned another payload"));
         promise->set_value(std::move(output->vectors));
       });

@@ -1,7 +1,7 @@
 // app/embed_deployment.h: the embeddings deployment that `prism embed` and `prism embed-queue
 // work` run in-process. It is the server's execution path, not a second one: a
 // serving::DeploymentSet built from the engine kinds app/engines.h registers, fed the payload
-// POST /v1/embeddings queues (engines/encode/embed_payload.h), its frontend taken from the
+// POST /v1/embeddings queues (frontends/embed_payload.h), its frontend taken from the
 // deployment as the route takes it.
 // NOTE: each request is one batch its caller cut (by its own token-budget rule, which a resumed
 // `prism embed` relies on to form the same model inputs again), and the deployment runs each
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engines/encode/embed_frontend.h"
+#include "frontends/embed_frontend.h"
 #include "serving/deployment_set.h"
 #include "serving/metrics.h"
 
@@ -44,7 +44,7 @@ class EmbedDeployment {
   EmbedDeployment& operator=(const EmbedDeployment&) = delete;
 
   // The deployment's frontend: tokenizer, limits, embedding space.
-  const std::shared_ptr<const engines::encode::EmbedFrontend>& frontend() const { return frontend_; }
+  const std::shared_ptr<const frontends::EmbedFrontend>& frontend() const { return frontend_; }
 
   // Any thread. Queues one request: sequences the frontend tokenized or checked (non-empty,
   // at most max_tokens), at `dims` (0: the model's; must pass check_dimensions). The
@@ -59,7 +59,7 @@ class EmbedDeployment {
   serving::MetricsRegistry metrics_;     // the deployment's series; nobody scrapes them here
   serving::DeploymentSet deployments_;   // one deployment, task "embed"
   serving::Deployment* deployment_ = nullptr;  // not owned: deployments_'s
-  std::shared_ptr<const engines::encode::EmbedFrontend> frontend_;
+  std::shared_ptr<const frontends::EmbedFrontend> frontend_;
 };
 
 }  // namespace prism::app

@@ -24,7 +24,7 @@
 #include "app/embed_input.h"
 #include "app/embed_output.h"
 #include "app/progress.h"
-#include "engines/encode/embed_frontend.h"
+#include "frontends/embed_frontend.h"
 #include "pipelines/search/vector_index.h"
 #include "runtime/ops.h"
 #include "runtime/threads.h"
@@ -34,7 +34,7 @@ namespace prism::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using engines::encode::EmbedFrontend;
+using frontends::EmbedFrontend;
 using serving::ClaimedItem;
 using serving::RedisWorkQueue;
 using serving::WorkItem;
@@ -344,7 +344,7 @@ int run_work(const EmbedQueueOptions& o) {
                                fe.space_id(),
                                dims,
                                fe.normalize(),
-                               std::string(models::pooling_name(fe.pooling())),
+                               std::string(configs::pooling_name(fe.pooling())),
                                std::string(ops::precision_name(precision.value()))};
   if (Status s = bind_embedding(*q.value(), o.job, meta); !s.ok()) return fail(sub, s.message());
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/embed_deployment.h"
-#include "engines/encode/embed_frontend.h"
+#include "frontends/embed_frontend.h"
 #include "pipelines/search/vector_index.h"
 #include "runtime/ops.h"
 
@@ -64,7 +64,7 @@ int run_search(const SearchOptions& o) {
   options.batch_tokens = kQueryBatchTokens;
   Result<std::unique_ptr<EmbedDeployment>> deployment = EmbedDeployment::start(options);
   if (!deployment.has_value()) return fail(deployment.status().message());
-  const engines::encode::EmbedFrontend& fe = *deployment.value()->frontend();
+  const frontends::EmbedFrontend& fe = *deployment.value()->frontend();
   if (fe.space_id() != vi.info().space_id)
     return fail("--model " + o.model + " embeds in space " + fe.space_id() + ", but " + o.index +
                 " was made in space " + vi.info().space_id + " (model " + vi.info().model +

@@ -24,7 +24,7 @@
 #include "app/engines.h"
 #include "app/progress.h"
 #include "base/file.h"
-#include "engines/generate/speech_processor.h"
+#include "frontends/speech_processor.h"
 #include "pipelines/transcribe/asr_service.h"
 #include "pipelines/transcribe/voice_activity.h"
 #include "pipelines/transcribe/transcription.h"
@@ -39,7 +39,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using engines::generate::SpeechTask;
+using frontends::SpeechTask;
 using pipelines::transcribe::Transcript;
 
 constexpr const char* kDemoAsr = "demo-asr";
@@ -221,7 +221,7 @@ int run_transcribe(const TranscribeCommandOptions& o) {
     pipelines::transcribe::AsrServices asr(deployments);
     Result<std::shared_ptr<pipelines::transcribe::AsrService>> service = asr.find(config->name);
     if (!service.has_value()) return fail(service.status().message());
-    const engines::generate::SpeechProcessor* speech = (*service)->context.frontend->speech();
+    const frontends::SpeechProcessor* speech = (*service)->context.frontend->speech();
     multilingual = speech->multilingual();
     if (task == SpeechTask::translate && !speech->multilingual())
       return fail("the model " + config->model + " is English-only: it cannot translate");

@@ -57,14 +57,14 @@
 
 #include "bench/memory_bandwidth.h"
 #include "engines/generate/generate_engine.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
-#include "engines/generate/logits_processor.h"
-#include "engines/generate/speech_processor.h"
 #include "pipelines/transcribe/live.h"
 #include "pipelines/transcribe/transcription.h"
 #include "pipelines/transcribe/voice_activity.h"
 #include "formats/safetensors.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
+#include "frontends/logits_processor.h"
+#include "frontends/speech_processor.h"
 #include "media/audio.h"
 #include "media/log_mel.h"
 #include "models/decoder.h"
@@ -155,9 +155,9 @@ std::vector<float> looped(const std::vector<float>& clip, double silence, double
 // would), this hook makes each step's choice confident and free of loops: the best token the
 // rules allow that is not among the last kRecent chosen gets +100. Each step costs the same;
 // every partial is delivered and no final is re-run, as with a model that knows the speech.
-class ConfidentChoice final : public gen::LogitsProcessor {
+class ConfidentChoice final : public prism::frontends::LogitsProcessor {
  public:
-  explicit ConfidentChoice(std::unique_ptr<gen::LogitsProcessor> rules) : rules_(std::move(rules)) {}
+  explicit ConfidentChoice(std::unique_ptr<prism::frontends::LogitsProcessor> rules) : rules_(std::move(rules)) {}
   void process(std::span<float> logits, std::span<const int32_t> generated) override {
     rules_->process(logits, generated);
     constexpr size_t kRecent = 16;
@@ -174,12 +174,12 @@ class ConfidentChoice final : public gen::LogitsProcessor {
   void probe(std::span<const float> logits) override { rules_->probe(logits); }
 
  private:
-  std::unique_ptr<gen::LogitsProcessor> rules_;
+  std::unique_ptr<prism::frontends::LogitsProcessor> rules_;
 };
 
 // Frames of a segment before its padding: whisper pads a segment with zeros, whose log-mel is
 // the floor (the maximum - 8, scaled) in every bin, and speech never is.
-int64_t audio_frames(const gen::AudioSegment& segment) {
+int64_t audio_frames(const prism::frontends::AudioSegment& segment) {
   const std::vector<float>& v = *segment.features;
   const int64_t frames = segment.frames, n_mels = int64_t(v.size()) / std::max<int64_t>(frames, 1);
   const float floor = *std::min_element(v.begin(), v.end());
@@ -213,7 +213,7 @@ struct Submitter {
   int partials_submitted = 0, finals_submitted = 0;  // live decodes
 
   prism::Status submit(prism::serving::RequestPtr r) {
-    auto* in = dynamic_cast<gen::GenerateInput*>(r->input.get());
+    auto* in = dynamic_cast<prism::frontends::GenerateInput*>(r->input.get());
     {
       std::lock_guard lock(mu);
       if (!submitted) first_submit = Clock::now(), submitted = true;
@@ -228,7 +228,7 @@ struct Submitter {
           r->cost_tokens = int64_t(in->prompt.size()) + in->sampling.max_tokens;
           if (in->logits_processor)
             in->logits_processor = [rules = std::move(in->logits_processor)](int choice) {
-              return std::unique_ptr<gen::LogitsProcessor>(new ConfidentChoice(rules(choice)));
+              return std::unique_ptr<prism::frontends::LogitsProcessor>(new ConfidentChoice(rules(choice)));
             };
         }
         if (capture) captured.push_back({in->audio->features, in->audio->frames, in->prompt, in->sampling.max_tokens});
@@ -271,7 +271,7 @@ prism::Status start_deployment(const Options& o, int encoder_segments, Bench& b)
 
   // As pipelines/transcribe/asr_service.cpp builds it, with the bench's submit function.
   asr::TranscriptionContext& ctx = b.context;
-  ctx.frontend = std::dynamic_pointer_cast<const gen::GenerateFrontend>(b.deployment->frontend());
+  ctx.frontend = std::dynamic_pointer_cast<const prism::frontends::GenerateFrontend>(b.deployment->frontend());
   if (!ctx.frontend || ctx.frontend->speech() == nullptr)
     return prism::failed_precondition(o.model + " is not a speech model");
   PRISM_ASSIGN_OR_RETURN(ctx.settings, asr::TranscribeSettings::from_knobs(c.knobs));
@@ -650,7 +650,7 @@ int main(int argc, char** argv) {
     if (n < 0) return usage();
   // The peer times the sequential run's chunks: it needs the long-form mode.
   if (o.modes.count("peer")) o.modes.insert("longform");
-  auto config = prism::models::read_whisper_config(o.model);
+  auto config = prism::configs::WhisperConfig::load(o.model);
   if (!config.has_value()) return fail(config.status());
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they are measured
   prism::set_num_threads(0);

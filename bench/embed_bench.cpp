@@ -40,7 +40,7 @@
 namespace {
 
 using prism::engines::encode::EmbedderOptions;
-using prism::engines::encode::EmbedFrontend;
+using prism::frontends::EmbedFrontend;
 using prism::engines::encode::Embedder;
 using prism::engines::encode::EmbedStats;
 using prism::ops::Precision;

@@ -55,8 +55,8 @@
 #include "bench/bench_tiers.h"
 #include "bench/memory_bandwidth.h"
 #include "engines/generate/generate_engine.h"
-#include "engines/generate/generate_payload.h"
 #include "engines/generate/kv_cache.h"
+#include "frontends/generate_payload.h"
 #include "models/decoder.h"
 #include "models/llama/llama.h"
 #include "runtime/arena.h"
@@ -392,7 +392,7 @@ struct Stream {
 
 std::shared_ptr<Stream> submit(prism::serving::Deployment& d, std::vector<int32_t> prompt, int max_tokens) {
   auto st = std::make_shared<Stream>();
-  auto in = std::make_unique<gen::GenerateInput>();
+  auto in = std::make_unique<prism::frontends::GenerateInput>();
   const auto cost = static_cast<int64_t>(prompt.size());
   in->prompt = std::move(prompt);
   in->sampling.temperature = 0.0f;
@@ -402,7 +402,7 @@ std::shared_ptr<Stream> submit(prism::serving::Deployment& d, std::vector<int32_
     std::lock_guard lock(st->mu);
     st->done_at = Clock::now();
     if (r.has_value()) {
-      if (const auto* out = dynamic_cast<const gen::GenerateOutput*>(r->get())) {
+      if (const auto* out = dynamic_cast<const prism::frontends::GenerateOutput*>(r->get())) {
         st->completion_tokens = out->completion_tokens;
         st->cached_prompt_tokens = out->cached_prompt_tokens;
       }
@@ -414,10 +414,10 @@ std::shared_ptr<Stream> submit(prism::serving::Deployment& d, std::vector<int32_
   });
   req->cost_tokens = std::max<int64_t>(1, cost);
   req->on_partial = [st](prism::serving::PayloadPtr p) {
-    const auto* chunk = dynamic_cast<const gen::GenerateChunk*>(p.get());
+    const auto* chunk = dynamic_cast<const prism::frontends::GenerateChunk*>(p.get());
     if (chunk == nullptr) return;
     int n = 0;
-    for (const gen::ChoiceDelta& delta : chunk->deltas) n += static_cast<int>(delta.tokens.size());
+    for (const prism::frontends::ChoiceDelta& delta : chunk->deltas) n += static_cast<int>(delta.tokens.size());
     std::lock_guard lock(st->mu);
     st->chunks.emplace_back(Clock::now(), n);
   };
@@ -724,7 +724,7 @@ int main(int argc, char** argv) {
     // Default budget: every stream's prompt and output plus two TTFT prompts, with room.
     int64_t kv_bytes = o.kv_cache_mib << 20;
     if (kv_bytes == 0) {
-      auto cfg = prism::models::LlamaConfig::load(o.model);
+      auto cfg = prism::configs::LlamaConfig::load(o.model);
       if (!cfg.has_value()) {
         std::fprintf(stderr, "generate_bench: %s\n", cfg.status().to_string().c_str());
         return 1;

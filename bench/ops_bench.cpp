@@ -153,14 +153,14 @@ void bench_sampler() {
   for (float& l : logits) l = normal(rng);
   std::vector<float> work(vocab);
   auto params = [](float temperature, int top_k, float top_p, float min_p, int top_logprobs) {
-    gen::SamplingParams p;
+    prism::frontends::SamplingParams p;
     p.temperature = temperature, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p;
     p.logprobs = top_logprobs > 0, p.top_logprobs = top_logprobs;
     return p;
   };
   const struct {
     const char* name;
-    gen::SamplingParams params;
+    prism::frontends::SamplingParams params;
   } cases[] = {
       {"greedy", params(0.0f, 0, 1.0f, 0.0f, 0)},
       {"temperature 0.8", params(0.8f, 0, 1.0f, 0.0f, 0)},

@@ -53,12 +53,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "configs/hf_config.h"
 #include "engines/generate/generate_engine.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
-#include "engines/generate/vision_processor.h"
-#include "formats/hf_config.h"
 #include "formats/safetensors.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
+#include "frontends/vision_processor.h"
 #include "media/image.h"
 #include "media/video.h"
 #include "models/decoder.h"
@@ -150,7 +150,7 @@ constexpr const char* kFollowUp = "Which colour covers most of it?";
 struct Scenario {
   std::string name, label;  // label: the table's first column
   std::vector<int32_t> prompt;
-  std::vector<gen::MediaItem> media;
+  std::vector<prism::frontends::MediaItem> media;
   int64_t visual_rows = 0;
   double preprocess_s = 0;  // Prism's preprocessing (not in the TTFT)
   // Prism's figures
@@ -179,7 +179,7 @@ struct Stream {
 
 std::shared_ptr<Stream> submit(prism::serving::Deployment& d, const Scenario& s) {
   auto st = std::make_shared<Stream>();
-  auto in = std::make_unique<gen::GenerateInput>();
+  auto in = std::make_unique<prism::frontends::GenerateInput>();
   in->prompt = s.prompt;
   in->media = s.media;
   in->sampling.temperature = 0.0f;
@@ -188,7 +188,7 @@ std::shared_ptr<Stream> submit(prism::serving::Deployment& d, const Scenario& s)
   auto req = prism::serving::make_request(std::move(in), [st](prism::Result<prism::serving::PayloadPtr> r) {
     std::lock_guard lock(st->mu);
     if (r.has_value()) {
-      if (const auto* out = dynamic_cast<const gen::GenerateOutput*>(r->get())) {
+      if (const auto* out = dynamic_cast<const prism::frontends::GenerateOutput*>(r->get())) {
         st->cached = out->cached_prompt_tokens;
         st->encoded = out->encoded_media;
         if (!out->choices.empty() && !out->choices[0].tokens.empty() && st->first_token < 0)
@@ -202,11 +202,11 @@ std::shared_ptr<Stream> submit(prism::serving::Deployment& d, const Scenario& s)
   });
   req->cost_tokens = std::max<int64_t>(1, static_cast<int64_t>(s.prompt.size()));
   req->on_partial = [st](prism::serving::PayloadPtr p) {
-    const auto* chunk = dynamic_cast<const gen::GenerateChunk*>(p.get());
+    const auto* chunk = dynamic_cast<const prism::frontends::GenerateChunk*>(p.get());
     if (chunk == nullptr) return;
     std::lock_guard lock(st->mu);
     if (st->got_chunk) return;
-    for (const gen::ChoiceDelta& delta : chunk->deltas)
+    for (const prism::frontends::ChoiceDelta& delta : chunk->deltas)
       if (!delta.tokens.empty()) {
         st->got_chunk = true;
         st->first_chunk = Clock::now();
@@ -241,14 +241,14 @@ bool run(prism::serving::Deployment& d, Scenario& s) {
 // Builds scenarios from images / videos through the deployment's frontend and processor.
 class ScenarioBuilder {
  public:
-  ScenarioBuilder(const gen::GenerateFrontend& fe, Family family) : fe_(fe), vp_(*fe.vision()), family_(family) {}
+  ScenarioBuilder(const prism::frontends::GenerateFrontend& fe, Family family) : fe_(fe), vp_(*fe.vision()), family_(family) {}
 
-  const gen::VisionProcessor& vision() const { return vp_; }
+  const prism::frontends::VisionProcessor& vision() const { return vp_; }
 
   // One request: preamble, then the media items (images, then videos), then the question.
   // `turns`: earlier (question, answer) pairs about the same media, before the question.
   prism::Result<Scenario> build(std::string name, std::string label, const std::vector<prism::media::Image>& images,
-                                const std::vector<prism::media::VideoFrames>& videos, const gen::VisualBudget& budget,
+                                const std::vector<prism::media::VideoFrames>& videos, const prism::frontends::VisualBudget& budget,
                                 const std::string& preamble = "", bool follow_up = false) const {
     Scenario s;
     s.name = std::move(name);
@@ -256,13 +256,13 @@ class ScenarioBuilder {
     std::string media_text;
     const auto t0 = Clock::now();
     for (const auto& im : images) {
-      PRISM_ASSIGN_OR_RETURN(gen::PreparedMedia p, vp_.prepare_image(im, budget));
+      PRISM_ASSIGN_OR_RETURN(prism::frontends::PreparedMedia p, vp_.prepare_image(im, budget));
       media_text += p.prompt_text;
       s.visual_rows += p.item.num_rows;
       s.media.push_back(std::move(p.item));
     }
     for (const auto& v : videos) {
-      PRISM_ASSIGN_OR_RETURN(gen::PreparedMedia p, vp_.prepare_video(v, budget));
+      PRISM_ASSIGN_OR_RETURN(prism::frontends::PreparedMedia p, vp_.prepare_video(v, budget));
       media_text += p.prompt_text;
       s.visual_rows += p.item.num_rows;
       s.media.push_back(std::move(p.item));
@@ -284,8 +284,8 @@ class ScenarioBuilder {
   }
 
  private:
-  const gen::GenerateFrontend& fe_;
-  const gen::VisionProcessor& vp_;
+  const prism::frontends::GenerateFrontend& fe_;
+  const prism::frontends::VisionProcessor& vp_;
   Family family_;
 };
 
@@ -497,7 +497,7 @@ int main(int argc, char** argv) {
   if (o.model.empty() || !precision.has_value() || o.batches.empty() || o.video_seconds <= 0) return usage();
   for (int b : o.batches)
     if (b < 1) return usage();
-  auto config = prism::formats::HfConfig::load(o.model);
+  auto config = prism::configs::HfConfig::load(o.model);
   if (!config.has_value()) {
     std::fprintf(stderr, "vlm_bench: %s\n", config.status().to_string().c_str());
     return 1;
@@ -547,17 +547,17 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     dep->start();
     if (const prism::Status s = dep->wait_ready(); !s.ok()) return fail(s);
-    auto fe = std::dynamic_pointer_cast<const gen::GenerateFrontend>(dep->frontend());
+    auto fe = std::dynamic_pointer_cast<const prism::frontends::GenerateFrontend>(dep->frontend());
     if (fe == nullptr || fe->vision() == nullptr)
       return fail(prism::failed_precondition("the deployment has no vision processor"));
     std::printf("deployment ready in %.1f s\n", seconds_since(t0));
     const ScenarioBuilder sb(*fe, family);
-    const gen::VisualBudget defaults = sb.vision().default_budget();
+    const prism::frontends::VisualBudget defaults = sb.vision().default_budget();
     const int tile = sb.vision().image_config().tile_size;  // idefics3's tile (= the tower's side)
 
     // The image and budget of "n tiles a side" (Idefics3) or "spatial pool p" (LLaVA).
     auto image_budget = [&](int step) {
-      gen::VisualBudget b = defaults;
+      prism::frontends::VisualBudget b = defaults;
       if (family == Family::idefics3) b.image.max_side = step * tile;
       else b.spatial_pool = step;
       return b;
@@ -601,7 +601,7 @@ int main(int argc, char** argv) {
     }
 
     if (o.modes.count("turn")) {
-      const gen::VisualBudget b = image_budget(family == Family::idefics3 ? 2 : 1);
+      const prism::frontends::VisualBudget b = image_budget(family == Family::idefics3 ? 2 : 1);
       const prism::media::Image a = fresh_image(image_w, image_h);
       const std::string other_preamble = family == Family::idefics3
                                              ? "System: You answer in one short sentence.<end_of_utterance>\n"

@@ -29,10 +29,10 @@
 
 #include "engines/encode/media_cache.h"
 #include "engines/encode/media_encode.h"
-#include "engines/generate/generate_frontend.h"
 #include "engines/generate/kv_cache.h"
 #include "engines/generate/media_rows.h"
-#include "engines/generate/vision_processor.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/vision_processor.h"
 #include "media/image.h"
 #include "media/video.h"
 #include "models/decoder.h"
@@ -250,28 +250,28 @@ class Runner {
     config.name = "quality";
     config.task = "chat";
     config.model = dir;
-    frontend_ = value_or_die(gen::GenerateFrontend::load(config), "frontend");
+    frontend_ = value_or_die(prism::frontends::GenerateFrontend::load(config), "frontend");
     if (frontend_->vision() == nullptr) die(dir + " is not a vision-language model");
     lm_ = value_or_die(prism::models::load_vlm_language_model(dir, precision), "language model");
     encoder_ = value_or_die(prism::models::load_vlm_media_encoder(dir, precision), "media encoder");
     kv_dtype_ = precision == prism::ops::Precision::f32 ? prism::DType::f32 : prism::DType::bf16;
   }
 
-  const gen::VisionProcessor& processor() const { return *frontend_->vision(); }
+  const prism::frontends::VisionProcessor& processor() const { return *frontend_->vision(); }
 
   // The answer to the question about `media`, with the log-probs along `forced` (null: along
   // the answer itself).
-  Answer run(const gen::PreparedMedia& media, const std::vector<int32_t>* forced) {
+  Answer run(const prism::frontends::PreparedMedia& media, const std::vector<int32_t>* forced) {
     prism::text::ChatRequest chat;
     chat.add_generation_prompt = true;
     nlohmann::ordered_json content = nlohmann::ordered_json::array();
     content.push_back({{"type", "image"}});
     content.push_back({{"type", "text"}, {"text", question_}});
     chat.messages.push_back({{"role", "user"}, {"content", content}});
-    const std::vector<gen::PreparedMedia> items = {media};
+    const std::vector<prism::frontends::PreparedMedia> items = {media};
     const std::vector<int32_t> prompt = value_or_die(frontend_->chat_prompt(chat, items), "prompt");
 
-    const std::vector<gen::MediaItem> media_items = {media.item};
+    const std::vector<prism::frontends::MediaItem> media_items = {media.item};
     const gen::PromptMedia placed =
         value_or_die(gen::place_media(prompt, processor().image_token_id(), media_items), "placing rows");
     const Tensor rows = encode(media.item);
@@ -301,7 +301,7 @@ class Runner {
 
  private:
   // The item's rows: the encoder over its views, pooled, as the engine gets them.
-  Tensor encode(const gen::MediaItem& item) {
+  Tensor encode(const prism::frontends::MediaItem& item) {
     prism::engines::encode::MediaEncodeRunner runner(*encoder_, 8);
     const prism::media::PixelViews* views[] = {item.views.get()};
     const prism::engines::encode::MediaFeaturesPtr features = value_or_die(runner.encode(views), "encoding").front();
@@ -314,7 +314,7 @@ class Runner {
 
   int tokens_;
   std::string question_;
-  std::shared_ptr<const gen::GenerateFrontend> frontend_;
+  std::shared_ptr<const prism::frontends::GenerateFrontend> frontend_;
   std::unique_ptr<prism::models::Decoder> lm_;
   std::unique_ptr<prism::models::MediaEncoder> encoder_;
   prism::DType kv_dtype_ = prism::DType::f32;
@@ -378,36 +378,36 @@ int main(int argc, char** argv) {
   const prism::ops::Precision precision = value_or_die(prism::ops::parse_precision(precision_name), "--precision");
 
   Runner runner(model, precision, tokens, question);
-  const gen::VisionProcessor& proc = runner.processor();
-  const gen::VisualBudget base = proc.default_budget();
+  const prism::frontends::VisionProcessor& proc = runner.processor();
+  const prism::frontends::VisualBudget base = proc.default_budget();
   std::printf("vlm_quality_bench: %s at %s, %d answer tokens; agreement = teacher-forced argmax on the full "
               "representation's greedy answer; exact = identical free-run answers; KL(full || setting)\n",
               model.c_str(), precision_name.c_str(), tokens);
 
   // Images: the full representation is the processor's own (no tile cap, no pooling).
-  gen::VisualBudget full = base;
+  prism::frontends::VisualBudget full = base;
   full.image = {};
   full.spatial_pool = 1;
-  std::vector<std::pair<std::string, gen::VisualBudget>> image_settings;
+  std::vector<std::pair<std::string, prism::frontends::VisualBudget>> image_settings;
   const bool tiles = proc.image_config().do_image_splitting;
   if (tiles) {
     for (int t : {4, 1, 0}) {
-      gen::VisualBudget b = full;
+      prism::frontends::VisualBudget b = full;
       b.image.max_tiles = t;
       image_settings.emplace_back("max_image_tiles = " + std::to_string(t), b);
     }
-    gen::VisualBudget b = full;
+    prism::frontends::VisualBudget b = full;
     b.image.max_side = proc.image_config().longest_edge / 2;
     image_settings.emplace_back("max_image_side = " + std::to_string(b.image.max_side), b);
   }
   for (int p : {2, 4}) {
     if (proc.grid_side() % p != 0) continue;
-    gen::VisualBudget b = full;
+    prism::frontends::VisualBudget b = full;
     b.spatial_pool = p;
     image_settings.emplace_back("spatial_pool = " + std::to_string(p), b);
   }
   if (tiles) {
-    gen::VisualBudget b = full;
+    prism::frontends::VisualBudget b = full;
     b.image.max_tiles = 4;
     b.spatial_pool = 2;
     if (proc.grid_side() % 2 == 0) image_settings.emplace_back("max_image_tiles = 4, spatial_pool = 2", b);
@@ -415,10 +415,10 @@ int main(int argc, char** argv) {
 
   std::vector<Figures> image_figures(image_settings.size());
   for (const auto& [name, image] : image_set()) {
-    const gen::PreparedMedia ref = value_or_die(proc.prepare_image(image, full), name);
+    const prism::frontends::PreparedMedia ref = value_or_die(proc.prepare_image(image, full), name);
     const Answer full = runner.run(ref, nullptr);
     for (size_t s = 0; s < image_settings.size(); ++s) {
-      const gen::PreparedMedia m = value_or_die(proc.prepare_image(image, image_settings[s].second), name);
+      const prism::frontends::PreparedMedia m = value_or_die(proc.prepare_image(image, image_settings[s].second), name);
       image_figures[s].add(full, runner.run(m, &full.tokens));
     }
   }
@@ -426,26 +426,26 @@ int main(int argc, char** argv) {
   for (size_t s = 0; s < image_settings.size(); ++s) image_figures[s].print(image_settings[s].first);
 
   // Video: the full representation is 8 frames (2 fps over 4 s), unpooled.
-  gen::VisualBudget vfull = base;
+  prism::frontends::VisualBudget vfull = base;
   vfull.video = {};
   vfull.video.fps = 2;
   vfull.video.max_frames = 8;
   vfull.video_spatial_pool = 1;
   vfull.temporal_pool = 1;
-  std::vector<std::pair<std::string, gen::VisualBudget>> video_settings;
-  auto video_setting = [&](const std::string& name, const std::function<void(gen::VisualBudget&)>& edit) {
-    gen::VisualBudget b = vfull;
+  std::vector<std::pair<std::string, prism::frontends::VisualBudget>> video_settings;
+  auto video_setting = [&](const std::string& name, const std::function<void(prism::frontends::VisualBudget&)>& edit) {
+    prism::frontends::VisualBudget b = vfull;
     edit(b);
     video_settings.emplace_back(name, b);
   };
-  video_setting("video_fps = 1", [](gen::VisualBudget& b) { b.video.fps = 1; });
-  video_setting("video_num_frames = 2", [](gen::VisualBudget& b) { b.video.num_frames = 2; });
+  video_setting("video_fps = 1", [](prism::frontends::VisualBudget& b) { b.video.fps = 1; });
+  video_setting("video_num_frames = 2", [](prism::frontends::VisualBudget& b) { b.video.num_frames = 2; });
   if (proc.grid_side() % 2 == 0)
-    video_setting("video_spatial_pool = 2", [](gen::VisualBudget& b) { b.video_spatial_pool = 2; });
-  video_setting("temporal_pool = 2", [](gen::VisualBudget& b) { b.temporal_pool = 2; });
+    video_setting("video_spatial_pool = 2", [](prism::frontends::VisualBudget& b) { b.video_spatial_pool = 2; });
+  video_setting("temporal_pool = 2", [](prism::frontends::VisualBudget& b) { b.temporal_pool = 2; });
   video_setting("defaults (" + std::to_string(base.video.fps).substr(0, 3) + " fps, pool " +
                     std::to_string(base.video_spatial_pool) + ", temporal " + std::to_string(base.temporal_pool) + ")",
-                [&](gen::VisualBudget& b) {
+                [&](prism::frontends::VisualBudget& b) {
                   b.video = base.video;
                   b.video_spatial_pool = base.video_spatial_pool;
                   b.temporal_pool = base.temporal_pool;
@@ -454,11 +454,11 @@ int main(int argc, char** argv) {
   std::vector<Figures> video_figures(video_settings.size());
   for (unsigned clip = 1; clip <= 2; ++clip) {
     const std::vector<prism::media::Image> frames = clip_frames(clip);
-    const gen::PreparedMedia ref = value_or_die(proc.prepare_video(sample_clip(frames, vfull.video), vfull), "clip");
+    const prism::frontends::PreparedMedia ref = value_or_die(proc.prepare_video(sample_clip(frames, vfull.video), vfull), "clip");
     const Answer full = runner.run(ref, nullptr);
     for (size_t s = 0; s < video_settings.size(); ++s) {
-      const gen::VisualBudget& b = video_settings[s].second;
-      const gen::PreparedMedia m = value_or_die(proc.prepare_video(sample_clip(frames, b.video), b), "clip");
+      const prism::frontends::VisualBudget& b = video_settings[s].second;
+      const prism::frontends::PreparedMedia m = value_or_die(proc.prepare_video(sample_clip(frames, b.video), b), "clip");
       video_figures[s].add(full, runner.run(m, &full.tokens));
     }
   }

@@ -1,4 +1,4 @@
-// Pooling over a flat (packed or padded) batch, one sequence per task on the pool, and row
+// configs::Pooling over a flat (packed or padded) batch, one sequence per task on the pool, and row
 // L2 normalisation. The mean sums in f32, as sentence-transformers does in f32.
 #include "models/pooling.h"
 
@@ -9,7 +9,7 @@
 
 namespace prism::models {
 
-Tensor pool(const Tensor& hidden, const EncoderBatch& batch, Pooling pooling) {
+Tensor pool(const Tensor& hidden, const EncoderBatch& batch, configs::Pooling pooling) {
   PRISM_CHECK_MSG(hidden.dim() == 2 && hidden.dtype() == DType::f32 && hidden.stride(1) == 1,
                   "pool: hidden must be [T, H] f32, rows contiguous");
   const Tensor& cu_seqlens = batch.cu_seqlens;
@@ -40,13 +40,13 @@ Tensor pool(const Tensor& hidden, const EncoderBatch& batch, Pooling pooling) {
       const int64_t first = cu[s], real = kv_lens ? kv_lens[s] : cu[s + 1] - cu[s];
       float* dst = y + s * h;
       switch (pooling) {
-        case Pooling::cls:
+        case configs::Pooling::cls:
           std::copy_n(x + first * row_stride, h, dst);
           break;
-        case Pooling::last_token:
+        case configs::Pooling::last_token:
           std::copy_n(x + (first + real - 1) * row_stride, h, dst);
           break;
-        case Pooling::mean: {
+        case configs::Pooling::mean: {
           std::fill_n(dst, h, 0.0f);
           for (int64_t t = first; t < first + real; ++t) {
             const float* row = x + t * row_stride;

@@ -1,10 +1,10 @@
-// models/pooling.h: token states to one vector per sequence (sentence-transformers' Pooling
+// models/pooling.h: token states to one vector per sequence (sentence-transformers' configs::Pooling
 // and Normalize modules), over the Encoder's flat batch. Arithmetic only: which mode a model
-// uses is models/sentence_embedding.h's business.
+// uses is configs/sentence_embedding.h's business.
 #pragma once
 
+#include "configs/sentence_embedding.h"
 #include "models/encoder.h"
-#include "models/sentence_embedding.h"
 #include "runtime/tensor.h"
 
 namespace prism::models {
@@ -13,7 +13,7 @@ namespace prism::models {
 // current arena: cls = the sequence's first token; mean = the average of its real tokens;
 // last_token = its last real token. With batch.kv_lens set, slot s holds kv_lens[s] real
 // tokens followed by padding, which no mode reads. Every sequence must have a real token.
-Tensor pool(const Tensor& hidden, const EncoderBatch& batch, Pooling pooling);
+Tensor pool(const Tensor& hidden, const EncoderBatch& batch, configs::Pooling pooling);
 
 // In place over the rows of x ([S, D] f32, rows contiguous): x / max(||x||, 1e-12), as
 // torch.nn.functional.normalize, so an all-zero row stays zero.

@@ -21,7 +21,7 @@
 #include "api/routes/deployment_call.h"
 #include "api/sse.h"
 #include "base/log.h"
-#include "engines/generate/generate_frontend.h"
+#include "frontends/generate_frontend.h"
 #include "pipelines/transcribe/transcription.h"
 #include "media/audio.h"
 
@@ -29,7 +29,7 @@ namespace prism::api {
 
 namespace {
 
-using engines::generate::SpeechTask;
+using frontends::SpeechTask;
 using pipelines::transcribe::AsrService;
 using pipelines::transcribe::Transcript;
 using pipelines::transcribe::Transcription;
@@ -348,7 +348,7 @@ void post_audio(serving::DeploymentSet& deployments, pipelines::transcribe::AsrS
   ApiError error;
   Result<std::shared_ptr<AsrService>> service = find_service(deployments, asr, request, http, error);
   if (!service.has_value()) return (void)responder.send(error_response(error));
-  const engines::generate::SpeechProcessor* speech = (*service)->context.frontend->speech();
+  const frontends::SpeechProcessor* speech = (*service)->context.frontend->speech();
   if (task == SpeechTask::translate && !speech->multilingual())
     return (void)responder.send(error_response(invalid_field(
         "model", "the model '" + request.model + "' is English-only: it cannot translate (a multilingual model can).")));

@@ -59,7 +59,7 @@ void add_audio_routes(Router& router, serving::DeploymentSet& deployments, pipel
 // A request's form, read and checked (values only: model, language and audio are checked
 // against the deployment later).
 struct AudioRequest {
-  engines::generate::SpeechTask task = engines::generate::SpeechTask::transcribe;
+  frontends::SpeechTask task = frontends::SpeechTask::transcribe;
   std::string model;
   std::string file_name;  // as uploaded (may be empty)
   std::string file;       // the audio's bytes
@@ -77,10 +77,10 @@ struct AudioRequest {
 // Reads the multipart body of /v1/audio/transcriptions (task transcribe) or
 // /v1/audio/translations (translate). On failure returns the client's error.
 std::optional<ApiError> read_audio_request(std::string_view content_type, std::string_view body,
-                                           engines::generate::SpeechTask task, AudioRequest& out);
+                                           frontends::SpeechTask task, AudioRequest& out);
 
 // verbose_json's language: "english" for translations and English-only models' transcripts,
 // else the name of the transcript's language code ("" when unknown).
-std::string response_language_name(engines::generate::SpeechTask task, std::string_view code, bool multilingual);
+std::string response_language_name(frontends::SpeechTask task, std::string_view code, bool multilingual);
 
 }  // namespace prism::api

@@ -15,13 +15,12 @@
 #include "api/routes/generate_call.h"
 #include "api/routes/generate_request.h"
 #include "base/log.h"
-#include "engines/generate/generate_frontend.h"
+#include "frontends/generate_frontend.h"
 
 namespace prism::api {
 
 namespace {
 
-namespace gen = engines::generate;
 using ojson = nlohmann::ordered_json;
 
 constexpr std::string_view kTask = "chat";
@@ -43,7 +42,7 @@ struct ChatJob {
   text::ChatRequest chat;
   std::vector<MediaPart> media;
   serving::Deployment* deployment = nullptr;  // not owned; outlives the server
-  std::shared_ptr<const gen::GenerateFrontend> frontend;
+  std::shared_ptr<const frontends::GenerateFrontend> frontend;
 };
 
 // Renders and tokenizes the conversation (fetching, decoding and preprocessing its media), then
@@ -58,7 +57,7 @@ void prepare_and_run(ChatJob job, Responder responder) {
     return (void)responder.send(error_response(error));
   }
   const int64_t prompt_tokens = static_cast<int64_t>(prompt->ids.size());
-  Result<std::unique_ptr<gen::GenerateInput>> input =
+  Result<std::unique_ptr<frontends::GenerateInput>> input =
       build_generate_input(*job.frontend, std::move(prompt->ids), job.fields, "messages", error);
   if (!input.has_value()) return (void)responder.send(error_response(error));
   input.value()->media = std::move(prompt->media);
@@ -76,7 +75,7 @@ void prepare_and_run(ChatJob job, Responder responder) {
   spec.token_text = [frontend = job.frontend](int32_t token) { return frontend->token_text(token); };
   spec.lane = fields.lane;
   spec.request_id = job.request_id;
-  std::vector<std::unique_ptr<gen::GenerateInput>> inputs;
+  std::vector<std::unique_ptr<frontends::GenerateInput>> inputs;
   inputs.push_back(std::move(input).value());
   GenerateCall::run(*job.deployment, std::move(responder), std::move(spec), std::move(inputs));
 }
@@ -99,8 +98,8 @@ void post_chat_completions(serving::DeploymentSet& deployments, serving::WorkPoo
   Result<serving::Deployment*> d = find_deployment(deployments, job.model, kTask, error);
   if (!d.has_value()) return (void)responder.send(error_response(error));
   job.deployment = d.value();
-  Result<std::shared_ptr<const gen::GenerateFrontend>> frontend =
-      frontend_of<gen::GenerateFrontend>(*job.deployment, job.model);
+  Result<std::shared_ptr<const frontends::GenerateFrontend>> frontend =
+      frontend_of<frontends::GenerateFrontend>(*job.deployment, job.model);
   if (!frontend.has_value()) return (void)responder.send(error_response(completion_error(frontend.status())));
   job.frontend = std::move(frontend).value();
   job.request_id = request.request_id;

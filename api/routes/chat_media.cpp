@@ -10,7 +10,6 @@ namespace prism::api {
 
 namespace {
 
-namespace gen = engines::generate;
 using ojson = nlohmann::ordered_json;
 
 Status fail(ApiError& error, std::string_view param, std::string message) {
@@ -21,14 +20,14 @@ Status fail(ApiError& error, std::string_view param, std::string message) {
 // json_type_name for ordered_json: an empty value of the same type names it.
 std::string type_of(const ojson& v) { return json_type_name(nlohmann::json(v.type())); }
 
-std::string_view kind_name(gen::MediaItem::Kind kind) {
-  return kind == gen::MediaItem::Kind::image ? "image" : "video";
+std::string_view kind_name(frontends::MediaItem::Kind kind) {
+  return kind == frontends::MediaItem::Kind::image ? "image" : "video";
 }
 
 // An image_url / video_url part's URL: {"url": ..., "detail"?} or the URL itself.
 Result<MediaPart> read_media_part(const ojson& part, const std::string& type, const std::string& name) {
   MediaPart media;
-  media.kind = type == "image_url" ? gen::MediaItem::Kind::image : gen::MediaItem::Kind::video;
+  media.kind = type == "image_url" ? frontends::MediaItem::Kind::image : frontends::MediaItem::Kind::video;
   media.name = name;
   const auto value = part.find(type);
   const std::string field = name + "." + type;
@@ -41,7 +40,7 @@ Result<MediaPart> read_media_part(const ojson& part, const std::string& type, co
     if (url == value->end() || !url->is_string()) return invalid_argument(field + ".url is required: a string.");
     media.url = url->get<std::string>();
     if (const auto detail = value->find("detail"); detail != value->end() && !detail->is_null()) {
-      if (media.kind != gen::MediaItem::Kind::image || !detail->is_string() ||
+      if (media.kind != frontends::MediaItem::Kind::image || !detail->is_string() ||
           (*detail != "auto" && *detail != "low" && *detail != "high"))
         return invalid_argument(field + ".detail " + detail->dump() + " is not one of 'auto', 'low', 'high'.");
       media.detail = detail->get<std::string>();
@@ -189,10 +188,10 @@ Result<text::ChatRequest> read_conversation(const ojson& body, ApiError& error, 
   return chat;
 }
 
-Result<gen::VisualBudget> read_visual_budget(const gen::VisionProcessor& vision, const ojson& body, ApiError& error) {
+Result<frontends::VisualBudget> read_visual_budget(const frontends::VisionProcessor& vision, const ojson& body, ApiError& error) {
   const auto field = body.find("prism");
   const nlohmann::json prism = field == body.end() ? nlohmann::json() : nlohmann::json(*field);
-  Result<gen::VisualBudget> budget = vision.budget(prism);
+  Result<frontends::VisualBudget> budget = vision.budget(prism);
   if (!budget.has_value()) {
     // The message names the option first: "prism.spatial_pool must ...".
     const std::string m = budget.status().message();
@@ -203,15 +202,15 @@ Result<gen::VisualBudget> read_visual_budget(const gen::VisionProcessor& vision,
   return budget;
 }
 
-Result<std::vector<gen::PreparedMedia>> prepare_media_parts(const gen::VisionProcessor& vision,
+Result<std::vector<frontends::PreparedMedia>> prepare_media_parts(const frontends::VisionProcessor& vision,
                                                             std::span<const MediaPart> parts,
-                                                            const gen::VisualBudget& budget, ApiError& error) {
-  std::vector<gen::PreparedMedia> prepared;
+                                                            const frontends::VisualBudget& budget, ApiError& error) {
+  std::vector<frontends::PreparedMedia> prepared;
   prepared.reserve(parts.size());
   for (const MediaPart& part : parts) {
-    Result<gen::PreparedMedia> item = Status();
-    if (part.kind == gen::MediaItem::Kind::image) {
-      gen::VisualBudget b = budget;
+    Result<frontends::PreparedMedia> item = Status();
+    if (part.kind == frontends::MediaItem::Kind::image) {
+      frontends::VisualBudget b = budget;
       if (part.detail == "low") b.image.max_tiles = 0;  // OpenAI's low detail: one low-resolution view
       item = vision.prepare_image_url(part.url, b);
     } else {
@@ -226,7 +225,7 @@ Result<std::vector<gen::PreparedMedia>> prepare_media_parts(const gen::VisionPro
   return prepared;
 }
 
-Result<ChatPrompt> build_chat_prompt(const gen::GenerateFrontend& frontend, std::string_view model, const ojson& body,
+Result<ChatPrompt> build_chat_prompt(const frontends::GenerateFrontend& frontend, std::string_view model, const ojson& body,
                                      const text::ChatRequest& conversation, std::span<const MediaPart> media,
                                      ApiError& error) {
   auto prompt_error = [&](const Status& s) {
@@ -238,11 +237,11 @@ Result<ChatPrompt> build_chat_prompt(const gen::GenerateFrontend& frontend, std:
     return s;
   };
   ChatPrompt out;
-  const gen::VisionProcessor* vision = frontend.vision();
+  const frontends::VisionProcessor* vision = frontend.vision();
   if (vision == nullptr) {
     if (!media.empty()) {
       const MediaPart& part = media.front();
-      const std::string type = part.kind == gen::MediaItem::Kind::image ? "image_url" : "video_url";
+      const std::string type = part.kind == frontends::MediaItem::Kind::image ? "image_url" : "video_url";
       return fail(error, "messages",
                   part.name + " has type '" + type + "': the model '" + std::string(model) + "' does not accept " +
                       std::string(kind_name(part.kind)) + " input.");
@@ -255,13 +254,13 @@ Result<ChatPrompt> build_chat_prompt(const gen::GenerateFrontend& frontend, std:
     return out;
   }
 
-  PRISM_ASSIGN_OR_RETURN(const gen::VisualBudget budget, read_visual_budget(*vision, body, error));
-  PRISM_ASSIGN_OR_RETURN(std::vector<gen::PreparedMedia> prepared, prepare_media_parts(*vision, media, budget, error));
+  PRISM_ASSIGN_OR_RETURN(const frontends::VisualBudget budget, read_visual_budget(*vision, body, error));
+  PRISM_ASSIGN_OR_RETURN(std::vector<frontends::PreparedMedia> prepared, prepare_media_parts(*vision, media, budget, error));
   Result<std::vector<int32_t>> ids = frontend.chat_prompt(conversation, prepared);
   if (!ids.has_value()) return prompt_error(ids.status());
   out.ids = std::move(ids).value();
-  for (gen::PreparedMedia& p : prepared) {
-    (p.item.kind == gen::MediaItem::Kind::image ? out.image_tokens : out.video_tokens) += p.item.num_rows;
+  for (frontends::PreparedMedia& p : prepared) {
+    (p.item.kind == frontends::MediaItem::Kind::image ? out.image_tokens : out.video_tokens) += p.item.num_rows;
     out.frames += p.frames;
     out.media.push_back(std::move(p.item));
   }

@@ -16,16 +16,16 @@
 
 #include "api/errors.h"
 #include "base/status.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
-#include "engines/generate/vision_processor.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
+#include "frontends/vision_processor.h"
 #include "text/chat_template.h"
 
 namespace prism::api {
 
 // One image_url or video_url part, in prompt order.
 struct MediaPart {
-  engines::generate::MediaItem::Kind kind = engines::generate::MediaItem::Kind::image;
+  frontends::MediaItem::Kind kind = frontends::MediaItem::Kind::image;
   std::string url;               // data:, file:// or http(s): (media/media_source.h decides what may be read)
   std::string detail = "auto";   // image_url.detail: "auto", "high", or "low" (no tiles: the global view only)
   std::string name;              // "messages[0].content[1]", for errors
@@ -48,7 +48,7 @@ Result<text::ChatRequest> read_conversation(const nlohmann::ordered_json& body, 
 // included, so the context check counts them) and its media in prompt order.
 struct ChatPrompt {
   std::vector<int32_t> ids;
-  std::vector<engines::generate::MediaItem> media;
+  std::vector<frontends::MediaItem> media;
   int64_t image_tokens = 0;  // image-token positions the images fill (usage.prompt_tokens_details)
   int64_t video_tokens = 0;  // ... the videos fill
   int64_t frames = 0;        // video frames sampled
@@ -64,18 +64,18 @@ struct ChatPrompt {
 //    parts and the placeholders are expanded.
 // A model without a chat template: 400, param "model". Other template errors: 400, param
 // "messages".
-Result<ChatPrompt> build_chat_prompt(const engines::generate::GenerateFrontend& frontend, std::string_view model,
+Result<ChatPrompt> build_chat_prompt(const frontends::GenerateFrontend& frontend, std::string_view model,
                                      const nlohmann::ordered_json& body, const text::ChatRequest& conversation,
                                      std::span<const MediaPart> media, ApiError& error);
 
 // The visual budget of a request: `vision`'s defaults with body["prism"] applied.
-Result<engines::generate::VisualBudget> read_visual_budget(const engines::generate::VisionProcessor& vision,
+Result<frontends::VisualBudget> read_visual_budget(const frontends::VisionProcessor& vision,
                                                            const nlohmann::ordered_json& body, ApiError& error);
 
 // Reads, decodes and prepares every part under `budget` (detail "low": no tiles for that
 // image). Errors: 400 naming the part (param = its name), 500 for a bug (logged by the caller).
-Result<std::vector<engines::generate::PreparedMedia>> prepare_media_parts(
-    const engines::generate::VisionProcessor& vision, std::span<const MediaPart> parts,
-    const engines::generate::VisualBudget& budget, ApiError& error);
+Result<std::vector<frontends::PreparedMedia>> prepare_media_parts(
+    const frontends::VisionProcessor& vision, std::span<const MediaPart> parts,
+    const frontends::VisualBudget& budget, ApiError& error);
 
 }  // namespace prism::api

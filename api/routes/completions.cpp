@@ -11,7 +11,7 @@
 #include "api/routes/deployment_call.h"
 #include "api/routes/generate_call.h"
 #include "api/routes/generate_request.h"
-#include "engines/generate/generate_frontend.h"
+#include "frontends/generate_frontend.h"
 
 namespace prism::api {
 
@@ -21,7 +21,6 @@ Result<CompletionPrompts> parse_completion_prompt(const nlohmann::json& prompt) 
 
 namespace {
 
-namespace gen = engines::generate;
 
 constexpr std::string_view kTask = "chat";
 
@@ -49,12 +48,12 @@ void post_completions(serving::DeploymentSet& deployments, const Request& reques
   ApiError error;
   Result<serving::Deployment*> d = find_deployment(deployments, model, kTask, error);
   if (!d.has_value()) return (void)responder.send(error_response(error));
-  Result<std::shared_ptr<const gen::GenerateFrontend>> typed = frontend_of<gen::GenerateFrontend>(*d.value(), model);
+  Result<std::shared_ptr<const frontends::GenerateFrontend>> typed = frontend_of<frontends::GenerateFrontend>(*d.value(), model);
   if (!typed.has_value()) return (void)responder.send(error_response(completion_error(typed.status())));
-  const std::shared_ptr<const gen::GenerateFrontend> frontend = std::move(typed).value();
+  const std::shared_ptr<const frontends::GenerateFrontend> frontend = std::move(typed).value();
 
   GenerateCallSpec spec;
-  std::vector<std::unique_ptr<gen::GenerateInput>> inputs;
+  std::vector<std::unique_ptr<frontends::GenerateInput>> inputs;
   for (std::size_t i = 0; i < prompts->size(); ++i) {
     std::vector<int32_t> ids;
     if (prompts->tokens) {
@@ -77,7 +76,7 @@ void post_completions(serving::DeploymentSet& deployments, const Request& reques
     spec.echo.push_back(std::move(echo_text));
     spec.prompt_tokens.push_back(static_cast<int64_t>(ids.size()));
     const std::string param = prompts->name(i);
-    Result<std::unique_ptr<gen::GenerateInput>> input =
+    Result<std::unique_ptr<frontends::GenerateInput>> input =
         build_generate_input(*frontend, std::move(ids), fields, "prompt", error);
     if (!input.has_value()) {
       if (!prompts->scalar && error.code == "context_length_exceeded") error.message = param + ": " + error.message;

@@ -16,7 +16,7 @@
 #include "api/json_fields.h"
 #include "api/routes/deployment_call.h"
 #include "base/log.h"
-#include "engines/encode/embed_payload.h"
+#include "frontends/embed_payload.h"
 
 namespace prism::api {
 
@@ -140,7 +140,7 @@ Result<EmbeddingInputs> parse_embedding_input(const nlohmann::json& input) {
 }
 
 Result<std::vector<std::vector<int32_t>>> tokenize_inputs(const EmbeddingInputs& inputs,
-                                                          const engines::encode::EmbedFrontend& frontend,
+                                                          const frontends::EmbedFrontend& frontend,
                                                           bool truncate) {
   const std::size_t n = inputs.TextOrTokens::size();
   const std::vector<std::size_t> positions = inputs.text_positions();
@@ -156,16 +156,16 @@ Result<std::vector<std::vector<int32_t>>> tokenize_inputs(const EmbeddingInputs&
   return sequences;
 }
 
-Result<std::vector<engines::encode::EmbedImage>> prepare_images(const EmbeddingInputs& inputs,
-                                                                const engines::encode::EmbedFrontend& frontend) {
-  std::vector<engines::encode::EmbedImage> images;
+Result<std::vector<frontends::EmbedImage>> prepare_images(const EmbeddingInputs& inputs,
+                                                                const frontends::EmbedFrontend& frontend) {
+  std::vector<frontends::EmbedImage> images;
   if (inputs.images.empty()) return images;
   if (!frontend.accepts_images())
     return failed_precondition("This model does not accept image input (" + inputs.name(inputs.images[0].index) +
                                " is an image); image inputs need a CLIP or SigLIP model.");
   images.reserve(inputs.images.size());
   for (const EmbeddingImage& in : inputs.images) {
-    Result<engines::encode::EmbedImage> image = frontend.prepare_image_url(in.url);
+    Result<frontends::EmbedImage> image = frontend.prepare_image_url(in.url);
     if (!image.has_value()) {
       // NOTE: a missing file, a refused host or a failed download is the request's fault
       // here (a 400 naming the element), not a missing model (404) or a busy server (503).
@@ -274,7 +274,7 @@ void answer(Responder& responder, const ReplyShape& shape, Result<serving::Paylo
     responder.send(error_response(completion_error(result.status())));
     return;
   }
-  const auto* output = dynamic_cast<const engines::encode::EmbedOutput*>(result.value().get());
+  const auto* output = dynamic_cast<const frontends::EmbedOutput*>(result.value().get());
   if (output == nullptr) {
     PRISM_LOG_ERROR("request {}: the embed engine returned another payload type", responder.request_id());
     responder.send(error_response(server_error()));
@@ -296,10 +296,10 @@ void answer(Responder& responder, const ReplyShape& shape, Result<serving::Paylo
 
 // Prepares the request's images (fetch, decode, preprocess) into payload and submits it.
 // On a media worker when the request has images, else on the I/O thread.
-void submit_embeddings(serving::Deployment& deployment, std::unique_ptr<engines::encode::EmbedInput> payload,
-                       const engines::encode::EmbedFrontend& frontend, const EmbeddingInputs& inputs, ReplyShape shape,
+void submit_embeddings(serving::Deployment& deployment, std::unique_ptr<frontends::EmbedInput> payload,
+                       const frontends::EmbedFrontend& frontend, const EmbeddingInputs& inputs, ReplyShape shape,
                        serving::Lane lane, Responder responder) {
-  Result<std::vector<engines::encode::EmbedImage>> images = prepare_images(inputs, frontend);
+  Result<std::vector<frontends::EmbedImage>> images = prepare_images(inputs, frontend);
   if (!images.has_value()) {
     if (images.status().code() == StatusCode::internal)
       PRISM_LOG_ERROR("request {}: preparing an image failed: {}", responder.request_id(), images.status().message());
@@ -320,9 +320,9 @@ void submit_embeddings(serving::Deployment& deployment, std::unique_ptr<engines:
 // What the I/O thread read from a request with images, for a media worker.
 struct EmbedJob {
   serving::Deployment* deployment;  // not owned; outlives the server
-  std::shared_ptr<const engines::encode::EmbedFrontend> frontend;
+  std::shared_ptr<const frontends::EmbedFrontend> frontend;
   EmbeddingInputs inputs;
-  std::unique_ptr<engines::encode::EmbedInput> payload;  // the texts' token ids
+  std::unique_ptr<frontends::EmbedInput> payload;  // the texts' token ids
   ReplyShape shape;
   serving::Lane lane;
 };
@@ -345,10 +345,10 @@ void post_embeddings(serving::DeploymentSet& deployments, serving::WorkPool& med
   ApiError error;
   Result<serving::Deployment*> d = find_deployment(deployments, shape.model, kTask, error);
   if (!d.has_value()) return (void)responder.send(error_response(error));
-  Result<std::shared_ptr<const engines::encode::EmbedFrontend>> typed =
-      frontend_of<engines::encode::EmbedFrontend>(*d.value(), shape.model);
+  Result<std::shared_ptr<const frontends::EmbedFrontend>> typed =
+      frontend_of<frontends::EmbedFrontend>(*d.value(), shape.model);
   if (!typed.has_value()) return (void)responder.send(error_response(completion_error(typed.status())));
-  std::shared_ptr<const engines::encode::EmbedFrontend> frontend = std::move(typed).value();
+  std::shared_ptr<const frontends::EmbedFrontend> frontend = std::move(typed).value();
   if (Status s = frontend->check_dimensions(dims); !s.ok())
     return (void)responder.send(error_response(from_status(s, "dimensions")));
   if (!inputs->images.empty() && !frontend->accepts_images())
@@ -362,7 +362,7 @@ void post_embeddings(serving::DeploymentSet& deployments, serving::WorkPool& med
   for (const std::vector<int32_t>& seq : sequences.value()) shape.prompt_tokens += static_cast<int64_t>(seq.size());
   shape.space_id = frontend->space_id();
   shape.normalized = frontend->normalize();
-  auto payload = std::make_unique<engines::encode::EmbedInput>();
+  auto payload = std::make_unique<frontends::EmbedInput>();
   payload->sequences = std::move(sequences).value();
   payload->dims = dims;
   // NOTE: image URLs are fetched (a remote host may answer slowly) and decoded on a media

@@ -28,7 +28,7 @@
 #include "api/router.h"
 #include "api/routes/text_or_tokens.h"
 #include "base/status.h"
-#include "engines/encode/embed_frontend.h"
+#include "frontends/embed_frontend.h"
 #include "serving/deployment_set.h"
 #include "serving/work_pool.h"
 
@@ -70,7 +70,7 @@ Result<EmbeddingInputs> parse_embedding_input(const nlohmann::json& input);
 // max_tokens), in order. The frontend's messages are predicates ("has 700 tokens, ..."): the
 // error message puts the element's name before them ("input[3] has 700 tokens, ...").
 Result<std::vector<std::vector<int32_t>>> tokenize_inputs(const EmbeddingInputs& inputs,
-                                                          const engines::encode::EmbedFrontend& frontend,
+                                                          const frontends::EmbedFrontend& frontend,
                                                           bool truncate);
 
 // Every image input read under the deployment's media policy, decoded and preprocessed by
@@ -78,8 +78,8 @@ Result<std::vector<std::vector<int32_t>>> tokenize_inputs(const EmbeddingInputs&
 // corrupt PNG image (...)", "input[1] is a file outside the allowed directory ..."), whatever
 // the media layer's code was, except internal errors; failed_precondition ("... does not
 // accept image input") when the model takes no images.
-Result<std::vector<engines::encode::EmbedImage>> prepare_images(const EmbeddingInputs& inputs,
-                                                                const engines::encode::EmbedFrontend& frontend);
+Result<std::vector<frontends::EmbedImage>> prepare_images(const EmbeddingInputs& inputs,
+                                                                const frontends::EmbedFrontend& frontend);
 
 // Appends the shortest decimal that reads back as exactly `value` (a float, so about 9
 // significant digits at most rather than the 17 of a double); non-finite values as null.

@@ -14,9 +14,8 @@
 
 namespace prism::api {
 
-namespace gen = engines::generate;
 
-Result<std::unique_ptr<gen::GenerateInput>> build_generate_input(const gen::GenerateFrontend& frontend,
+Result<std::unique_ptr<frontends::GenerateInput>> build_generate_input(const frontends::GenerateFrontend& frontend,
                                                                  std::vector<int32_t> prompt,
                                                                  const GenerateFields& fields,
                                                                  std::string_view prompt_param, ApiError& error) {
@@ -33,13 +32,13 @@ Result<std::unique_ptr<gen::GenerateInput>> build_generate_input(const gen::Gene
     if (error.status == 400) error.code = "context_length_exceeded";
     return max_tokens.status();
   }
-  Result<gen::SamplingParams> sampling =
+  Result<frontends::SamplingParams> sampling =
       to_sampling_params(fields, frontend.default_sampling(), max_tokens.value(), std::move(stop_ids).value());
   if (!sampling.has_value()) {
     error = from_status(sampling.status(), "min_tokens");
     return sampling.status();
   }
-  auto input = std::make_unique<gen::GenerateInput>();
+  auto input = std::make_unique<frontends::GenerateInput>();
   input->prompt = std::move(prompt);
   input->sampling = std::move(sampling).value();
   return input;
@@ -59,7 +58,7 @@ ReplyHeader make_reply_header(GenerateApi api, const std::string& model, const s
 }
 
 void GenerateCall::run(serving::Deployment& deployment, Responder responder, GenerateCallSpec spec,
-                       std::vector<std::unique_ptr<gen::GenerateInput>> inputs) {
+                       std::vector<std::unique_ptr<frontends::GenerateInput>> inputs) {
   auto call = std::make_shared<GenerateCall>(responder, std::move(spec));
   call->num_pending_ = inputs.size();
   call->outputs_.resize(inputs.size());
@@ -116,11 +115,11 @@ void GenerateCall::cancel_all() {
 }
 
 void GenerateCall::on_partial(size_t prompt, serving::PayloadPtr payload) {
-  const auto* chunk = dynamic_cast<const gen::GenerateChunk*>(payload.get());
+  const auto* chunk = dynamic_cast<const frontends::GenerateChunk*>(payload.get());
   std::lock_guard lock(mu_);
   if (done_ || chunk == nullptr) return;
   if (!started_) start_stream_locked();
-  for (const gen::ChoiceDelta& delta : chunk->deltas) {
+  for (const frontends::ChoiceDelta& delta : chunk->deltas) {
     if (done_) return;
     stream_delta_locked(prompt, delta);
   }
@@ -141,7 +140,7 @@ void GenerateCall::on_complete(size_t prompt, Result<serving::PayloadPtr> result
     cancel_all();
     return;
   }
-  if (dynamic_cast<const gen::GenerateOutput*>(result.value().get()) == nullptr) {
+  if (dynamic_cast<const frontends::GenerateOutput*>(result.value().get()) == nullptr) {
     PRISM_LOG_ERROR("request {}: the generate engine returned another payload type", spec_.request_id);
     fail_locked(server_error());
     cancel_all();
@@ -150,8 +149,8 @@ void GenerateCall::on_complete(size_t prompt, Result<serving::PayloadPtr> result
   outputs_[prompt] = std::move(result).value();
   if (spec_.stream) {
     if (!started_) start_stream_locked();
-    const auto& output = static_cast<const gen::GenerateOutput&>(*outputs_[prompt]);
-    for (const gen::ChoiceDelta& choice : output.choices) {
+    const auto& output = static_cast<const frontends::GenerateOutput&>(*outputs_[prompt]);
+    for (const frontends::ChoiceDelta& choice : output.choices) {
       if (done_) return;
       stream_rest_locked(prompt, choice);
     }
@@ -183,7 +182,7 @@ void GenerateCall::write_locked(const std::string& event) {
   }
 }
 
-void GenerateCall::stream_delta_locked(size_t prompt, const gen::ChoiceDelta& delta) {
+void GenerateCall::stream_delta_locked(size_t prompt, const frontends::ChoiceDelta& delta) {
   if (delta.index < 0 || delta.index >= spec_.n) return;
   const size_t i = prompt * spec_.n + delta.index;
   ChoiceState& st = choices_[i];
@@ -206,10 +205,10 @@ void GenerateCall::stream_delta_locked(size_t prompt, const gen::ChoiceDelta& de
   }
 }
 
-void GenerateCall::stream_rest_locked(size_t prompt, const gen::ChoiceDelta& choice) {
+void GenerateCall::stream_rest_locked(size_t prompt, const frontends::ChoiceDelta& choice) {
   // NOTE: the partials normally carried everything; this sends what they did not (an engine
   // that streams nothing, or a last delta folded into the completion).
-  gen::ChoiceDelta rest;
+  frontends::ChoiceDelta rest;
   rest.index = choice.index;
   if (choice.index < 0 || choice.index >= spec_.n) return;
   const ChoiceState& st = choices_[prompt * spec_.n + choice.index];
@@ -217,7 +216,7 @@ void GenerateCall::stream_rest_locked(size_t prompt, const gen::ChoiceDelta& cho
   if (choice.text.size() > st.text_bytes) rest.text = choice.text.substr(st.text_bytes);
   if (choice.logprobs.size() > st.logprobs)
     rest.logprobs.assign(choice.logprobs.begin() + static_cast<std::ptrdiff_t>(st.logprobs), choice.logprobs.end());
-  rest.finish = choice.finish.value_or(gen::FinishReason::stop);
+  rest.finish = choice.finish.value_or(frontends::FinishReason::stop);
   stream_delta_locked(prompt, rest);
 }
 
@@ -226,7 +225,7 @@ void GenerateCall::finish_locked() {
   usage.image_tokens = spec_.image_tokens;
   usage.video_tokens = spec_.video_tokens;
   for (size_t p = 0; p < outputs_.size(); ++p) {
-    const auto& output = static_cast<const gen::GenerateOutput&>(*outputs_[p]);
+    const auto& output = static_cast<const frontends::GenerateOutput&>(*outputs_[p]);
     usage.prompt_tokens += output.prompt_tokens > 0 ? output.prompt_tokens : spec_.prompt_tokens[p];
     usage.completion_tokens += output.completion_tokens;
     usage.cached_tokens += output.cached_prompt_tokens;
@@ -241,14 +240,14 @@ void GenerateCall::finish_locked() {
   std::vector<FinalChoice> choices;
   choices.reserve(choices_.size());
   for (size_t p = 0; p < outputs_.size(); ++p) {
-    const auto& output = static_cast<const gen::GenerateOutput&>(*outputs_[p]);
-    for (const gen::ChoiceDelta& c : output.choices) {
+    const auto& output = static_cast<const frontends::GenerateOutput&>(*outputs_[p]);
+    for (const frontends::ChoiceDelta& c : output.choices) {
       FinalChoice f;
       f.index = static_cast<int>(p) * spec_.n + c.index;
       f.text = spec_.echo[p] + c.text;
       f.logprobs = c.logprobs;
       f.has_logprobs = spec_.logprobs;
-      f.finish = c.finish.value_or(gen::FinishReason::stop);
+      f.finish = c.finish.value_or(frontends::FinishReason::stop);
       f.text_offset = static_cast<int64_t>(spec_.echo[p].size());
       choices.push_back(std::move(f));
     }

@@ -21,8 +21,8 @@
 #include "api/errors.h"
 #include "api/http_types.h"
 #include "api/routes/generate_response.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
 #include "serving/deployment.h"
 #include "serving/request.h"
 
@@ -32,8 +32,8 @@ namespace prism::api {
 // (param "stop_token_ids"), max_tokens resolved against the context (400 with the numbers,
 // code "context_length_exceeded", param `prompt_param`: "messages" or "prompt"), the sampling
 // fields over the model's defaults. On error, `error` is the client's.
-Result<std::unique_ptr<engines::generate::GenerateInput>> build_generate_input(
-    const engines::generate::GenerateFrontend& frontend, std::vector<int32_t> prompt, const GenerateFields& fields,
+Result<std::unique_ptr<frontends::GenerateInput>> build_generate_input(
+    const frontends::GenerateFrontend& frontend, std::vector<int32_t> prompt, const GenerateFields& fields,
     std::string_view prompt_param, ApiError& error);
 
 // The header every body of a call carries: id "<prefix><request id>", created now, the
@@ -60,7 +60,7 @@ class GenerateCall : public std::enable_shared_from_this<GenerateCall> {
   // Submits one request per input (in prompt order) to `deployment` and answers through
   // `responder`; a refused submit answers the client (429/503) and cancels what was queued.
   static void run(serving::Deployment& deployment, Responder responder, GenerateCallSpec spec,
-                  std::vector<std::unique_ptr<engines::generate::GenerateInput>> inputs);
+                  std::vector<std::unique_ptr<frontends::GenerateInput>> inputs);
 
   GenerateCall(Responder responder, GenerateCallSpec spec);
 
@@ -80,8 +80,8 @@ class GenerateCall : public std::enable_shared_from_this<GenerateCall> {
   void start_stream_locked();
   void fail_locked(const ApiError& error);
   void write_locked(const std::string& event);
-  void stream_delta_locked(size_t prompt, const engines::generate::ChoiceDelta& delta);
-  void stream_rest_locked(size_t prompt, const engines::generate::ChoiceDelta& choice);
+  void stream_delta_locked(size_t prompt, const frontends::ChoiceDelta& delta);
+  void stream_rest_locked(size_t prompt, const frontends::ChoiceDelta& choice);
   void finish_locked();
 
   Responder responder_;

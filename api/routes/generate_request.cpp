@@ -10,7 +10,6 @@ namespace prism::api {
 
 namespace {
 
-namespace gen = engines::generate;
 
 template <class T>
 std::optional<T> optional_of(JsonFields& f, std::string_view field, T value) {
@@ -159,12 +158,12 @@ GenerateFields read_generate_fields(JsonFields& f, GenerateApi api) {
   return out;
 }
 
-Result<gen::SamplingParams> to_sampling_params(const GenerateFields& fields, const gen::SamplingParams& defaults,
+Result<frontends::SamplingParams> to_sampling_params(const GenerateFields& fields, const frontends::SamplingParams& defaults,
                                                int max_tokens, std::vector<int32_t> stop_token_ids) {
   if (fields.min_tokens > max_tokens)
     return invalid_argument("min_tokens (" + std::to_string(fields.min_tokens) + ") is more than max_tokens (" +
                             std::to_string(max_tokens) + ").");
-  gen::SamplingParams p = defaults;
+  frontends::SamplingParams p = defaults;
   if (fields.temperature) p.temperature = static_cast<float>(*fields.temperature);
   if (fields.top_p) p.top_p = static_cast<float>(*fields.top_p);
   if (fields.top_k) p.top_k = static_cast<int>(std::min<int64_t>(*fields.top_k, std::numeric_limits<int>::max()));

@@ -12,7 +12,7 @@
 
 #include "api/json_fields.h"
 #include "base/status.h"
-#include "engines/generate/sampling_params.h"
+#include "frontends/sampling_params.h"
 #include "serving/request.h"
 
 namespace prism::api {
@@ -58,8 +58,8 @@ GenerateFields read_generate_fields(JsonFields& f, GenerateApi api);
 // The engine's parameters: `defaults` (GenerateFrontend::default_sampling()) overridden by
 // what the request set, with max_tokens already resolved against the context and the stop
 // token ids already checked. invalid_argument when min_tokens > max_tokens.
-Result<engines::generate::SamplingParams> to_sampling_params(const GenerateFields& fields,
-                                                             const engines::generate::SamplingParams& defaults,
+Result<frontends::SamplingParams> to_sampling_params(const GenerateFields& fields,
+                                                             const frontends::SamplingParams& defaults,
                                                              int max_tokens, std::vector<int32_t> stop_token_ids);
 
 }  // namespace prism::api

@@ -11,7 +11,6 @@ namespace prism::api {
 
 namespace {
 
-namespace gen = engines::generate;
 using ojson = nlohmann::ordered_json;
 
 // NOTE: a float's shortest decimal, as a double: JSON then shows -0.6931472, not the
@@ -30,7 +29,7 @@ ojson token_bytes(const std::string& text) {
   return bytes;
 }
 
-ojson chat_token_json(const gen::TokenLogprob& t, const TokenTextFn& token_text) {
+ojson chat_token_json(const frontends::TokenLogprob& t, const TokenTextFn& token_text) {
   const std::string text = token_text(t.token);
   ojson j = ojson::object();
   j["token"] = text;
@@ -68,38 +67,38 @@ ojson envelope(const ReplyHeader& h, bool chunk) {
   return j;
 }
 
-ojson finish_json(std::optional<gen::FinishReason> finish) {
+ojson finish_json(std::optional<frontends::FinishReason> finish) {
   if (!finish) return nullptr;
-  return std::string(gen::finish_reason_name(*finish));
+  return std::string(frontends::finish_reason_name(*finish));
 }
 
 }  // namespace
 
 std::string dump_json(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
-ojson chat_logprobs_json(std::span<const gen::TokenLogprobs> logprobs, const TokenTextFn& token_text) {
+ojson chat_logprobs_json(std::span<const frontends::TokenLogprobs> logprobs, const TokenTextFn& token_text) {
   ojson content = ojson::array();
-  for (const gen::TokenLogprobs& lp : logprobs) {
+  for (const frontends::TokenLogprobs& lp : logprobs) {
     ojson entry = chat_token_json(lp.chosen, token_text);
     ojson top = ojson::array();
-    for (const gen::TokenLogprob& t : lp.top) top.push_back(chat_token_json(t, token_text));
+    for (const frontends::TokenLogprob& t : lp.top) top.push_back(chat_token_json(t, token_text));
     entry["top_logprobs"] = std::move(top);
     content.push_back(std::move(entry));
   }
   return ojson{{"content", std::move(content)}};
 }
 
-ojson legacy_logprobs_json(std::span<const gen::TokenLogprobs> logprobs, const TokenTextFn& token_text,
+ojson legacy_logprobs_json(std::span<const frontends::TokenLogprobs> logprobs, const TokenTextFn& token_text,
                            int64_t& text_offset) {
   ojson tokens = ojson::array(), token_logprobs = ojson::array(), top_logprobs = ojson::array(),
         offsets = ojson::array();
-  for (const gen::TokenLogprobs& lp : logprobs) {
+  for (const frontends::TokenLogprobs& lp : logprobs) {
     const std::string text = token_text(lp.chosen.token);
     tokens.push_back(text);
     token_logprobs.push_back(shortest(lp.chosen.logprob));
     // NOTE: a map from text to logprob: two tokens with one text keep the likelier (listed first).
     ojson top = ojson::object();
-    for (const gen::TokenLogprob& t : lp.top) {
+    for (const frontends::TokenLogprob& t : lp.top) {
       std::string key = token_text(t.token);
       if (!top.contains(key)) top[key] = shortest(t.logprob);
     }

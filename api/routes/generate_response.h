@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "api/routes/generate_request.h"
-#include "engines/generate/generate_payload.h"
+#include "frontends/generate_payload.h"
 
 namespace prism::api {
 
@@ -47,8 +47,8 @@ struct StreamPiece {
   int index = 0;
   bool role = false;  // chat: the choice's first chunk, delta {"role": "assistant", "content": ""}
   std::string text;
-  std::span<const engines::generate::TokenLogprobs> logprobs;
-  std::optional<engines::generate::FinishReason> finish;  // set: delta {} (chat) / text "" and the reason
+  std::span<const frontends::TokenLogprobs> logprobs;
+  std::optional<frontends::FinishReason> finish;  // set: delta {} (chat) / text "" and the reason
 };
 
 // One chunk event's JSON. text_offset: completions' legacy logprobs, the offset in the
@@ -62,18 +62,18 @@ std::string usage_chunk_json(const ReplyHeader& header, const Usage& usage);
 struct FinalChoice {
   int index = 0;
   std::string text;                                            // completions with echo: the prompt's text first
-  std::span<const engines::generate::TokenLogprobs> logprobs;  // empty without logprobs
+  std::span<const frontends::TokenLogprobs> logprobs;  // empty without logprobs
   bool has_logprobs = false;                                   // the request asked for them
-  engines::generate::FinishReason finish = engines::generate::FinishReason::stop;
+  frontends::FinishReason finish = frontends::FinishReason::stop;
   int64_t text_offset = 0;  // completions: the offset of the first generated token (echo: the prompt's length)
 };
 std::string response_json(const ReplyHeader& header, std::span<const FinalChoice> choices, const Usage& usage,
                           const TokenTextFn& token_text);
 
 // The logprobs objects, exposed for tests. Chat: {"content": [...]}; legacy: advances text_offset.
-nlohmann::ordered_json chat_logprobs_json(std::span<const engines::generate::TokenLogprobs> logprobs,
+nlohmann::ordered_json chat_logprobs_json(std::span<const frontends::TokenLogprobs> logprobs,
                                           const TokenTextFn& token_text);
-nlohmann::ordered_json legacy_logprobs_json(std::span<const engines::generate::TokenLogprobs> logprobs,
+nlohmann::ordered_json legacy_logprobs_json(std::span<const frontends::TokenLogprobs> logprobs,
                                             const TokenTextFn& token_text, int64_t& text_offset);
 
 // JSON text of a body; invalid UTF-8 (a token's partial character) becomes U+FFFD.

@@ -11,8 +11,8 @@
 #include "api/routes/deployment_call.h"
 #include "api/routes/embeddings.h"
 #include "base/log.h"
-#include "engines/encode/embed_frontend.h"
-#include "engines/encode/embed_payload.h"
+#include "frontends/embed_frontend.h"
+#include "frontends/embed_payload.h"
 #include "pipelines/search/vector_index.h"
 
 namespace prism::api {
@@ -67,7 +67,7 @@ void answer(Responder& responder, const SearchCall& call, Result<serving::Payloa
     responder.send(error_response(completion_error(result.status())));
     return;
   }
-  const auto* output = dynamic_cast<const engines::encode::EmbedOutput*>(result.value().get());
+  const auto* output = dynamic_cast<const frontends::EmbedOutput*>(result.value().get());
   if (output == nullptr) {
     PRISM_LOG_ERROR("request {}: the embed engine returned another payload type", responder.request_id());
     responder.send(error_response(server_error()));
@@ -110,10 +110,10 @@ void post_search(serving::DeploymentSet& deployments, const IndexMap& indexes, c
                      "' has no search index: set its deployment's knob search_index to the output folder of "
                      "`prism embed`")));
   call.index = it->second;
-  Result<std::shared_ptr<const engines::encode::EmbedFrontend>> typed =
-      frontend_of<engines::encode::EmbedFrontend>(*d.value(), call.model);
+  Result<std::shared_ptr<const frontends::EmbedFrontend>> typed =
+      frontend_of<frontends::EmbedFrontend>(*d.value(), call.model);
   if (!typed.has_value()) return (void)responder.send(error_response(completion_error(typed.status())));
-  const std::shared_ptr<const engines::encode::EmbedFrontend> frontend = std::move(typed).value();
+  const std::shared_ptr<const frontends::EmbedFrontend> frontend = std::move(typed).value();
   if (frontend->space_id() != call.index->info().space_id)
     return (void)responder.send(error_response(
         invalid_field("model", "the search index of '" + call.model + "' was made in another embedding space (" +
@@ -124,7 +124,7 @@ void post_search(serving::DeploymentSet& deployments, const IndexMap& indexes, c
   if (Status s = frontend->check_dimensions(dims); !s.ok())
     return (void)responder.send(error_response(from_status(s, "model")));
 
-  auto payload = std::make_unique<engines::encode::EmbedInput>();
+  auto payload = std::make_unique<frontends::EmbedInput>();
   payload->dims = dims;
   for (size_t i = 0; i < queries.size(); ++i) {
     if (queries[i].empty())

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engines/generate/speech_processor.h"
+#include "frontends/speech_processor.h"
 
 namespace prism::api {
 
@@ -145,7 +145,7 @@ std::string transcript_verbose_json(const Transcript& transcript, const Transcri
                              {"no_speech_prob", json_float(s.no_speech_prob)}});
   }
   const pipelines::transcribe::TranscriptStats& st = transcript.stats;
-  const bool translate = rendering.task == engines::generate::SpeechTask::translate;
+  const bool translate = rendering.task == frontends::SpeechTask::translate;
   return dump(ojson{{"task", translate ? "translate" : "transcribe"},
                     {"language", translate ? std::string("english") : rendering.language_name},
                     {"duration", json_seconds(transcript.duration)},
@@ -208,7 +208,7 @@ int64_t billed_seconds(double seconds) {
   return static_cast<int64_t>(std::ceil(seconds - 1e-6));
 }
 
-std::string language_name(std::string_view code) { return engines::generate::SpeechProcessor::language_name(code); }
+std::string language_name(std::string_view code) { return frontends::SpeechProcessor::language_name(code); }
 
 std::string transcript_delta_event(std::string_view delta) {
   return dump(ojson{{"type", "transcript.text.delta"}, {"delta", delta}});

@@ -33,7 +33,7 @@ std::string_view transcript_content_type(TranscriptFormat format);
 
 // What a rendering needs beside the transcript.
 struct TranscriptRendering {
-  engines::generate::SpeechTask task = engines::generate::SpeechTask::transcribe;
+  frontends::SpeechTask task = frontends::SpeechTask::transcribe;
   // verbose_json's "language": OpenAI writes the full lowercase name ("english"); a
   // translation's is always "english" (the output's language).
   std::string language_name;
@@ -58,7 +58,7 @@ int64_t billed_seconds(double seconds);
 
 // openai/whisper's LANGUAGES name of an ISO code ("en" → "english", "yue" → "cantonese");
 // an unknown code is returned as given.
-// TODO(9): take it from engines::generate::SpeechProcessor once it exposes its table.
+// TODO(9): take it from frontends::SpeechProcessor once it exposes its table.
 std::string language_name(std::string_view code);
 
 // The stream's events (one SSE data payload each).

@@ -12,10 +12,10 @@
 
 #include "base/log.h"
 #include "engines/compute_turn.h"
-#include "engines/encode/embed_frontend.h"
-#include "engines/encode/embed_payload.h"
 #include "engines/encode/embedder.h"
 #include "engines/encode/media_cache.h"
+#include "frontends/embed_frontend.h"
+#include "frontends/embed_payload.h"
 #include "serving/config.h"
 
 namespace prism::engines::encode {
@@ -95,8 +95,8 @@ struct EmbedWork {
 };
 
 // A request's output, sized for every input, and the row each input fills.
-std::unique_ptr<EmbedOutput> make_output(const EmbedInput& in, int64_t out_dims) {
-  auto out = std::make_unique<EmbedOutput>();
+std::unique_ptr<frontends::EmbedOutput> make_output(const frontends::EmbedInput& in, int64_t out_dims) {
+  auto out = std::make_unique<frontends::EmbedOutput>();
   out->dims = out_dims;
   out->vectors.resize(in.num_inputs() * size_t(out_dims));
   return out;
@@ -105,20 +105,20 @@ std::unique_ptr<EmbedOutput> make_output(const EmbedInput& in, int64_t out_dims)
 // A bulk request being worked through chunk by chunk.
 struct BulkJob {
   RequestPtr request;
-  const EmbedInput* input = nullptr;  // owned by request
+  const frontends::EmbedInput* input = nullptr;  // owned by request
   // Items: i < sequences → sequence i; else image i - sequences. Sequences shortest first (less
   // padding per chunk), then the images.
   std::vector<size_t> order;
   std::vector<size_t> positions;  // input position of each sequence
   size_t next = 0;                // into order
   int64_t remaining_tokens = 0;
-  std::unique_ptr<EmbedOutput> output;
+  std::unique_ptr<frontends::EmbedOutput> output;
   bool done() const { return next == order.size(); }
 };
 
 class EmbedEngine final : public serving::Engine {
  public:
-  EmbedEngine(const serving::EngineContext& context, std::shared_ptr<const EmbedFrontend> frontend,
+  EmbedEngine(const serving::EngineContext& context, std::shared_ptr<const frontends::EmbedFrontend> frontend,
               EmbedModelsLoader loader)
       : config_(context.config),
         frontend_(std::move(frontend)),
@@ -153,7 +153,7 @@ class EmbedEngine final : public serving::Engine {
   int64_t item_tokens(const BulkJob& job, size_t item) const;
 
   const serving::DeploymentConfig& config_;  // not owned; outlives the engine
-  std::shared_ptr<const EmbedFrontend> frontend_;
+  std::shared_ptr<const frontends::EmbedFrontend> frontend_;
   EmbedModelsLoader loader_;
   const int replica_;
   const int replicas_;
@@ -244,11 +244,11 @@ Status EmbedEngine::run_work(int64_t dims) {
 }
 
 Status EmbedEngine::check(const serving::Request& r) const {
-  const auto* in = dynamic_cast<const EmbedInput*>(r.input.get());
-  if (in == nullptr) return invalid_argument("the embed engine needs an EmbedInput payload");
+  const auto* in = dynamic_cast<const frontends::EmbedInput*>(r.input.get());
+  if (in == nullptr) return invalid_argument("the embed engine needs an frontends::EmbedInput payload");
   if (in->num_inputs() == 0) return invalid_argument("input is empty");
   for (size_t k = 0; k < in->images.size(); ++k) {
-    const EmbedImage& image = in->images[k];
+    const frontends::EmbedImage& image = in->images[k];
     if (image.index >= in->num_inputs() || (k > 0 && image.index <= in->images[k - 1].index))
       return invalid_argument("image inputs must have distinct, ascending positions among the inputs");
     Status s = frontend_->check_image(image);
@@ -283,7 +283,7 @@ void EmbedEngine::admit(std::vector<RequestPtr> requests) {
       continue;
     }
     BulkJob job;
-    job.input = static_cast<const EmbedInput*>(r->input.get());
+    job.input = static_cast<const frontends::EmbedInput*>(r->input.get());
     const auto& seqs = job.input->sequences;
     job.order.resize(job.input->num_inputs());
     std::iota(job.order.begin(), job.order.end(), size_t{0});
@@ -305,13 +305,13 @@ void EmbedEngine::run_online(std::span<const RequestPtr> requests) {
   std::vector<bool> taken(requests.size(), false);
   for (size_t first = 0; first < requests.size(); ++first) {
     if (taken[first]) continue;
-    const int64_t dims = static_cast<const EmbedInput&>(*requests[first]->input).dims;
+    const int64_t dims = static_cast<const frontends::EmbedInput&>(*requests[first]->input).dims;
     const int64_t out_dims = dims ? dims : frontend_->dims();
     std::vector<size_t> group;
-    std::vector<std::unique_ptr<EmbedOutput>> outputs;
+    std::vector<std::unique_ptr<frontends::EmbedOutput>> outputs;
     work_.clear();
     for (size_t i = first; i < requests.size(); ++i) {
-      const auto& in = static_cast<const EmbedInput&>(*requests[i]->input);
+      const auto& in = static_cast<const frontends::EmbedInput&>(*requests[i]->input);
       if (taken[i] || in.dims != dims) continue;
       taken[i] = true;
       group.push_back(i);
@@ -322,7 +322,7 @@ void EmbedEngine::run_online(std::span<const RequestPtr> requests) {
         work_.texts.emplace_back(in.sequences[k]);
         work_.text_targets.push_back(rows + positions[k] * size_t(out_dims));
       }
-      for (const EmbedImage& image : in.images) {
+      for (const frontends::EmbedImage& image : in.images) {
         work_.images.push_back({image.views.get(), image.key});
         work_.image_targets.push_back(rows + image.index * size_t(out_dims));
       }
@@ -375,7 +375,7 @@ void EmbedEngine::run_bulk_chunk() {
         work_.texts.emplace_back(seqs[item]);
         work_.text_targets.push_back(rows + job.positions[item] * size_t(out_dims));
       } else {
-        const EmbedImage& image = job.input->images[item - seqs.size()];
+        const frontends::EmbedImage& image = job.input->images[item - seqs.size()];
         work_.images.push_back({image.views.get(), image.key});
         work_.image_targets.push_back(rows + image.index * size_t(out_dims));
       }
@@ -452,7 +452,7 @@ nlohmann::json EmbedEngine::describe() const {
           {"family", frontend_->family()},
           {"dims", frontend_->dims()},
           {"max_tokens", frontend_->max_tokens()},
-          {"pooling", std::string(models::pooling_name(frontend_->pooling()))},
+          {"pooling", std::string(configs::pooling_name(frontend_->pooling()))},
           {"normalize", frontend_->normalize()},
           {"precision", std::string(ops::precision_name(precision_))},
           {"embedding_space_id", frontend_->space_id()},
@@ -471,7 +471,7 @@ nlohmann::json EmbedEngine::describe() const {
 serving::EngineFactory embed_engine_factory(EncoderLoader loader) {
   if (!loader) return embed_engine_factory(EmbedModelsLoader());
   return embed_engine_factory(
-      EmbedModelsLoader([loader](const EmbedFrontend& frontend, ops::Precision precision) -> Result<EmbedModels> {
+      EmbedModelsLoader([loader](const frontends::EmbedFrontend& frontend, ops::Precision precision) -> Result<EmbedModels> {
         EmbedModels loaded;
         PRISM_ASSIGN_OR_RETURN(loaded.text, loader(frontend, precision));
         return loaded;
@@ -480,15 +480,15 @@ serving::EngineFactory embed_engine_factory(EncoderLoader loader) {
 
 serving::EngineFactory embed_engine_factory(EmbedModelsLoader loader) {
   return [loader](const serving::EngineContext& context) -> Result<std::unique_ptr<serving::Engine>> {
-    auto frontend = std::dynamic_pointer_cast<const EmbedFrontend>(context.frontend);
-    if (frontend == nullptr) return internal_error("an embed deployment needs its EmbedFrontend");
+    auto frontend = std::dynamic_pointer_cast<const frontends::EmbedFrontend>(context.frontend);
+    if (frontend == nullptr) return internal_error("an embed deployment needs its frontends::EmbedFrontend");
     return std::unique_ptr<serving::Engine>(std::make_unique<EmbedEngine>(context, std::move(frontend), loader));
   };
 }
 
 serving::FrontendFactory embed_frontend_factory() {
   return [](const serving::DeploymentConfig& config) -> Result<serving::FrontendPtr> {
-    PRISM_ASSIGN_OR_RETURN(std::shared_ptr<const EmbedFrontend> fe, EmbedFrontend::load(config.model, config.knobs));
+    PRISM_ASSIGN_OR_RETURN(std::shared_ptr<const frontends::EmbedFrontend> fe, frontends::EmbedFrontend::load(config.model, config.knobs));
     return serving::FrontendPtr(std::move(fe));
   };
 }

@@ -15,13 +15,15 @@
 #include "runtime/ops.h"
 #include "serving/engine.h"
 
-namespace prism::engines::encode {
-
+namespace prism::frontends {
 class EmbedFrontend;
+}
+
+namespace prism::engines::encode {
 
 // Builds a replica's encoder. Default: models::load_bert(frontend.model_dir(), precision).
 using EncoderLoader =
-    std::function<Result<std::unique_ptr<models::Encoder>>(const EmbedFrontend& frontend, ops::Precision precision)>;
+    std::function<Result<std::unique_ptr<models::Encoder>>(const frontends::EmbedFrontend& frontend, ops::Precision precision)>;
 
 // The models of a replica: the text encoder, and the image tower of a dual encoder.
 struct EmbedModels {
@@ -30,7 +32,7 @@ struct EmbedModels {
 };
 // Builds them. Default: models::load_dual_encoder for CLIP / SigLIP, else load_bert.
 using EmbedModelsLoader =
-    std::function<Result<EmbedModels>(const EmbedFrontend& frontend, ops::Precision precision)>;
+    std::function<Result<EmbedModels>(const frontends::EmbedFrontend& frontend, ops::Precision precision)>;
 
 // Engine factory for "embed" deployments; `loader` null means the default loaders (tests pass
 // fakes). The EncoderLoader form is for text-only models.

@@ -27,7 +27,7 @@ void EmbedStats::add(const EmbedStats& o) {
   image_batches += o.image_batches;
 }
 
-Result<std::unique_ptr<Embedder>> Embedder::load(std::shared_ptr<const EmbedFrontend> frontend,
+Result<std::unique_ptr<Embedder>> Embedder::load(std::shared_ptr<const frontends::EmbedFrontend> frontend,
                                                  const EmbedderOptions& options) {
   PRISM_CHECK(frontend != nullptr);
   if (frontend->accepts_images()) {
@@ -40,7 +40,7 @@ Result<std::unique_ptr<Embedder>> Embedder::load(std::shared_ptr<const EmbedFron
   return create(std::move(frontend), options, std::move(encoder));
 }
 
-Result<std::unique_ptr<Embedder>> Embedder::create(std::shared_ptr<const EmbedFrontend> frontend,
+Result<std::unique_ptr<Embedder>> Embedder::create(std::shared_ptr<const frontends::EmbedFrontend> frontend,
                                                    const EmbedderOptions& options,
                                                    std::unique_ptr<models::Encoder> encoder,
                                                    std::unique_ptr<models::ImageEmbedder> image) {

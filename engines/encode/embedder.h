@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engines/encode/embed_frontend.h"
 #include "engines/encode/media_cache.h"
+#include "frontends/embed_frontend.h"
 #include "media/image_preprocess.h"
 #include "media/media_key.h"
 #include "models/vision/dual_encoder.h"
@@ -64,13 +64,13 @@ class Embedder {
  public:
   // Loads the frontend's model at options.precision: models/bert, or both towers of a dual
   // encoder (models::load_dual_encoder).
-  static Result<std::unique_ptr<Embedder>> load(std::shared_ptr<const EmbedFrontend> frontend,
+  static Result<std::unique_ptr<Embedder>> load(std::shared_ptr<const frontends::EmbedFrontend> frontend,
                                                 const EmbedderOptions& options);
   // Around models already built (tests' fakes, other loaders). invalid_argument when the
   // encoder's hidden size is not the frontend's dims, the options are out of range, or the
   // image tower is missing for a frontend that accepts images (or does not match it: its
   // embedding size and image size are the frontend's dims and image_size).
-  static Result<std::unique_ptr<Embedder>> create(std::shared_ptr<const EmbedFrontend> frontend,
+  static Result<std::unique_ptr<Embedder>> create(std::shared_ptr<const frontends::EmbedFrontend> frontend,
                                                   const EmbedderOptions& options,
                                                   std::unique_ptr<models::Encoder> encoder,
                                                   std::unique_ptr<models::ImageEmbedder> image = nullptr);
@@ -101,7 +101,7 @@ class Embedder {
   // The MediaCache's encoder id of this embedder's image vectors: "<model dir>|<precision>|image-embed".
   const std::string& image_encoder_id() const { return image_encoder_id_; }
 
-  const EmbedFrontend& frontend() const { return *frontend_; }
+  const frontends::EmbedFrontend& frontend() const { return *frontend_; }
   const EmbedderOptions& options() const { return options_; }
   const models::Encoder& encoder() const { return *encoder_; }
 
@@ -111,7 +111,7 @@ class Embedder {
   void run_micro_batch(std::span<const std::span<const int32_t>> sequences, size_t begin, size_t end,
                        int64_t longest, int64_t out_dims, std::span<float> out, EmbedStats& stats);
 
-  std::shared_ptr<const EmbedFrontend> frontend_;
+  std::shared_ptr<const frontends::EmbedFrontend> frontend_;
   EmbedderOptions options_;
   // Writes vectors[0..n) (rows of `cols` floats, the model's full size) to out rows
   // `rows[0..n)` truncated to out_dims and normalised as the frontend says.

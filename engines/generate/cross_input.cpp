@@ -48,9 +48,9 @@ Result<std::unique_ptr<CrossInput>> CrossInput::load(const StageContext& context
 }
 
 // The shape of a speech prompt's audio segment.
-Status CrossInput::check(const GenerateInput& in) const {
+Status CrossInput::check(const frontends::GenerateInput& in) const {
   if (!in.audio) return invalid_argument("a request to a speech model needs an audio segment");
-  const AudioSegment& a = *in.audio;
+  const frontends::AudioSegment& a = *in.audio;
   const int64_t most = encoder_->input_frames(), mels = encoder_->num_mel_bins();
   if (a.frames < 2 || a.frames % 2 != 0 || a.frames > most)
     return invalid_argument("the audio segment has " + std::to_string(a.frames) +

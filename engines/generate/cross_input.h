@@ -31,7 +31,7 @@ class CrossInput final : public InputStage {
   static Result<std::unique_ptr<CrossInput>> load(const StageContext& context, const SpeechEncoderLoader& loader,
                                                   int num_mel_bins, int max_encoder_segments);
 
-  Status check(const GenerateInput& in) const override;
+  Status check(const frontends::GenerateInput& in) const override;
   bool keys_kv_by_tokens(const RequestState& rs) const override { return !rs.input->audio; }
   void acquire(std::span<const StepItem> items, StageFailures& failed) override;
   void fill(std::span<const StepItem> items, int64_t num_tokens, models::DecoderBatch& batch) override;

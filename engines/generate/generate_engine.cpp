@@ -26,10 +26,8 @@
 #include "engines/compute_turn.h"
 #include "engines/generate/cross_input.h"
 #include "engines/generate/generate_engine_factory.h"
-#include "engines/generate/generate_frontend.h"
 #include "engines/generate/generate_knobs.h"
 #include "engines/generate/generate_metrics.h"
-#include "engines/generate/generate_payload.h"
 #include "engines/generate/input_stage.h"
 #include "engines/generate/kv_block_pool.h"
 #include "engines/generate/kv_cache.h"
@@ -38,6 +36,8 @@
 #include "engines/generate/sequence.h"
 #include "engines/generate/speculation.h"
 #include "engines/generate/text_output.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
 #include "runtime/arena.h"
 #include "runtime/threads.h"
 #include "serving/config.h"
@@ -52,7 +52,7 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 
 class GenerateEngine final : public serving::Engine {
  public:
-  GenerateEngine(const serving::EngineContext& context, std::shared_ptr<const GenerateFrontend> frontend,
+  GenerateEngine(const serving::EngineContext& context, std::shared_ptr<const frontends::GenerateFrontend> frontend,
                  DecoderLoader loader, MediaEncoderLoader media_loader, SpeechEncoderLoader speech_loader)
       : config_(context.config),
         frontend_(std::move(frontend)),
@@ -114,7 +114,7 @@ class GenerateEngine final : public serving::Engine {
   void fork_choices(Sequence& first);
   // Records one sampled token; returns false when the choice finished.
   bool add_token(Sequence& s, const SampledToken& t);
-  void finish(Sequence& s, FinishReason reason);
+  void finish(Sequence& s, frontends::FinishReason reason);
   void publish_full_blocks(Sequence& s);
   std::span<const uint64_t> media_seeds(const Sequence& s) const { return s.request->media.seeds; }
   void release_blocks(Sequence& s);
@@ -125,10 +125,10 @@ class GenerateEngine final : public serving::Engine {
   void update_gauges();
 
   std::unique_ptr<Sequence> new_sequence(RequestState& rs, int choice);
-  uint64_t choice_seed(const SamplingParams& p, int choice);
+  uint64_t choice_seed(const frontends::SamplingParams& p, int choice);
 
   const serving::DeploymentConfig& config_;  // not owned; outlives the engine
-  std::shared_ptr<const GenerateFrontend> frontend_;
+  std::shared_ptr<const frontends::GenerateFrontend> frontend_;
   DecoderLoader loader_;
   MediaEncoderLoader media_loader_;
   SpeechEncoderLoader speech_loader_;
@@ -273,13 +273,13 @@ Status GenerateEngine::load() {
 
 Status GenerateEngine::load_inputs() {
   const StageContext context{config_, precision_, *decoder_, compute_, threads_, registry_, labels_};
-  if (const VisionProcessor* vision = frontend_->vision()) {
+  if (const frontends::VisionProcessor* vision = frontend_->vision()) {
     PRISM_ASSIGN_OR_RETURN(std::unique_ptr<MediaInput> media,
                            MediaInput::load(context, media_loader_, vision->image_token_id(), knobs_.max_encoder_views));
     media_ = media.get();
     inputs_.push_back(std::move(media));
   }
-  if (const SpeechProcessor* speech = frontend_->speech()) {
+  if (const frontends::SpeechProcessor* speech = frontend_->speech()) {
     PRISM_ASSIGN_OR_RETURN(std::unique_ptr<CrossInput> cross, CrossInput::load(context, speech_loader_,
                                                                                speech->num_mel_bins(),
                                                                                knobs_.max_encoder_segments));
@@ -344,14 +344,14 @@ int GenerateEngine::free_slots() const {
 }
 
 Status GenerateEngine::check(const serving::Request& r) const {
-  const auto* in = dynamic_cast<const GenerateInput*>(r.input.get());
-  if (in == nullptr) return invalid_argument("the generate engine needs a GenerateInput payload");
+  const auto* in = dynamic_cast<const frontends::GenerateInput*>(r.input.get());
+  if (in == nullptr) return invalid_argument("the generate engine needs a frontends::GenerateInput payload");
   if (in->prompt.empty()) return invalid_argument("the prompt is empty");
   for (int32_t id : in->prompt)
     if (id < 0 || id >= vocab_)
       return out_of_range("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                           std::to_string(vocab_) + ")");
-  const SamplingParams& p = in->sampling;
+  const frontends::SamplingParams& p = in->sampling;
   if (p.n < 1 || p.n > limits_.max_running)
     return invalid_argument("n must be in [1, " + std::to_string(limits_.max_running) + "] (got " +
                             std::to_string(p.n) + ")");
@@ -386,7 +386,7 @@ std::unique_ptr<Sequence> GenerateEngine::new_sequence(RequestState& rs, int cho
   return s;
 }
 
-uint64_t GenerateEngine::choice_seed(const SamplingParams& p, int choice) {
+uint64_t GenerateEngine::choice_seed(const frontends::SamplingParams& p, int choice) {
   return p.seed ? *p.seed + uint64_t(choice) : seed_rng_();
 }
 
@@ -400,8 +400,8 @@ void GenerateEngine::intake(std::vector<RequestPtr> requests) {
       r->complete(std::move(st));
       continue;
     }
-    const auto* input = static_cast<const GenerateInput*>(r->input.get());
-    std::unique_ptr<LogitsProcessor> processor;
+    const auto* input = static_cast<const frontends::GenerateInput*>(r->input.get());
+    std::unique_ptr<frontends::LogitsProcessor> processor;
     int64_t probe = -1;
     if (input->logits_processor) {
       processor = input->logits_processor(0);
@@ -501,7 +501,7 @@ void GenerateEngine::propose_drafts() {
     s->draft.clear();
     // NOTE: a processor's rules apply to each sampled row in turn; drafts would bypass them.
     if (!drafter_ || !s->decoding() || s->processor) continue;
-    const SamplingParams& p = s->request->input->sampling;
+    const frontends::SamplingParams& p = s->request->input->sampling;
     // Room: drafts past max_tokens or the context would be wasted work.
     const int64_t room = std::min<int64_t>(p.max_tokens - s->num_generated - 1, max_context_ - int64_t(s->tokens.size()));
     const int k = int(std::min<int64_t>(knobs_.num_speculative_tokens, room));
@@ -844,7 +844,7 @@ void GenerateEngine::sample_step(std::span<const StepItem> items, float* logits)
 // grow). Forks are made when choice 0's prefill ends, before any choice samples.
 void GenerateEngine::fork_choices(Sequence& first) {
   RequestState& rs = *first.request;
-  const SamplingParams& p = rs.input->sampling;
+  const frontends::SamplingParams& p = rs.input->sampling;
   for (int c = 1; c <= rs.pending_forks; ++c) {
     std::unique_ptr<Sequence> f = new_sequence(rs, c);
     f->tokens = first.tokens;
@@ -866,7 +866,7 @@ void GenerateEngine::fork_choices(Sequence& first) {
 
 bool GenerateEngine::add_token(Sequence& s, const SampledToken& t) {
   RequestState& rs = *s.request;
-  const SamplingParams& p = rs.input->sampling;
+  const frontends::SamplingParams& p = rs.input->sampling;
   const auto now = Clock::now();
   if (!rs.first_token) {
     rs.first_token = true;
@@ -886,25 +886,25 @@ bool GenerateEngine::add_token(Sequence& s, const SampledToken& t) {
   const bool is_stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t.token) != p.stop_token_ids.end();
   if (may_stop && (is_eos || is_stop_id)) {
     output_->flush(s);
-    finish(s, FinishReason::stop);
+    finish(s, frontends::FinishReason::stop);
     return false;
   }
   const bool stopped = output_->push(s, t.token);
   s.output.tokens.push_back(t.token);
   if (p.logprobs) s.output.logprobs.push_back(t.logprobs);
   if (stopped) {
-    finish(s, FinishReason::stop);
+    finish(s, frontends::FinishReason::stop);
     return false;
   }
   if (s.num_generated >= p.max_tokens || int64_t(s.tokens.size()) >= max_context_) {
     output_->flush(s);
-    finish(s, FinishReason::length);
+    finish(s, frontends::FinishReason::length);
     return false;
   }
   return true;
 }
 
-void GenerateEngine::finish(Sequence& s, FinishReason reason) {
+void GenerateEngine::finish(Sequence& s, frontends::FinishReason reason) {
   s.finished = true;
   s.output.finish = reason;
   s.draft.clear();
@@ -937,13 +937,13 @@ void GenerateEngine::emit_and_retire() {
   for (auto& rs_ptr : requests_) {
     RequestState& rs = *rs_ptr;
     if (rs.request->on_partial) {
-      auto chunk = std::make_unique<GenerateChunk>();
+      auto chunk = std::make_unique<frontends::GenerateChunk>();
       for (auto& s : rs.choices) {
         const bool new_text = s->output.text.size() > s->streamed_text;
         const bool new_tokens = s->output.tokens.size() > s->streamed_tokens;
         const bool newly_finished = s->finished && !s->finish_streamed;
         if (!new_text && !new_tokens && !newly_finished) continue;
-        ChoiceDelta d;
+        frontends::ChoiceDelta d;
         d.index = s->choice;
         d.text = s->output.text.substr(s->streamed_text);
         d.tokens.assign(s->output.tokens.begin() + ptrdiff_t(s->streamed_tokens), s->output.tokens.end());
@@ -966,7 +966,7 @@ void GenerateEngine::emit_and_retire() {
 
 void GenerateEngine::complete(RequestState& rs) {
   const RequestPtr request = rs.request;
-  auto out = std::make_unique<GenerateOutput>();
+  auto out = std::make_unique<frontends::GenerateOutput>();
   out->prompt_tokens = int64_t(rs.input->prompt.size());
   out->cached_prompt_tokens = rs.cached_prompt_tokens;
   out->encoded_media = rs.encoded_media;
@@ -975,7 +975,7 @@ void GenerateEngine::complete(RequestState& rs) {
     out->choices.push_back(std::move(s->output));
   }
   std::sort(out->choices.begin(), out->choices.end(),
-            [](const ChoiceDelta& a, const ChoiceDelta& b) { return a.index < b.index; });
+            [](const frontends::ChoiceDelta& a, const frontends::ChoiceDelta& b) { return a.index < b.index; });
   metrics_.e2e.observe(seconds_between(request->enqueue_time(), Clock::now()));
   remove_request(&rs, nullptr);
   update_gauges();
@@ -988,8 +988,8 @@ serving::EngineFactory generate_engine_factory(DecoderLoader loader, MediaEncode
                                                SpeechEncoderLoader speech_loader) {
   return [loader, media_loader, speech_loader](
              const serving::EngineContext& context) -> Result<std::unique_ptr<serving::Engine>> {
-    auto frontend = std::dynamic_pointer_cast<const GenerateFrontend>(context.frontend);
-    if (frontend == nullptr) return internal_error("a generate deployment needs its GenerateFrontend");
+    auto frontend = std::dynamic_pointer_cast<const frontends::GenerateFrontend>(context.frontend);
+    if (frontend == nullptr) return internal_error("a generate deployment needs its frontends::GenerateFrontend");
     if (!loader) return internal_error("a generate deployment needs a decoder loader");
     return std::unique_ptr<serving::Engine>(
         std::make_unique<GenerateEngine>(context, std::move(frontend), loader, media_loader, speech_loader));
@@ -998,7 +998,7 @@ serving::EngineFactory generate_engine_factory(DecoderLoader loader, MediaEncode
 
 serving::FrontendFactory generate_frontend_factory() {
   return [](const serving::DeploymentConfig& config) -> Result<serving::FrontendPtr> {
-    PRISM_ASSIGN_OR_RETURN(std::shared_ptr<const GenerateFrontend> fe, GenerateFrontend::load(config));
+    PRISM_ASSIGN_OR_RETURN(std::shared_ptr<const frontends::GenerateFrontend> fe, frontends::GenerateFrontend::load(config));
     return serving::FrontendPtr(std::move(fe));
   };
 }

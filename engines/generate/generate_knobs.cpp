@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engines/generate/speech_processor.h"
-#include "engines/generate/vision_processor.h"
+#include "frontends/speech_processor.h"
+#include "frontends/vision_processor.h"
 
 namespace prism::engines::generate {
 namespace {
@@ -28,13 +28,13 @@ Result<EngineKnobs> read_knobs(const serving::Knobs& k, bool vision, bool speech
   if (vision) {
     std::vector<std::string_view> known(kKnownKnobs.begin(), kKnownKnobs.end());
     known.push_back("max_encoder_views");
-    const std::span<const std::string_view> processor = VisionProcessor::knob_names();
+    const std::span<const std::string_view> processor = frontends::VisionProcessor::knob_names();
     known.insert(known.end(), processor.begin(), processor.end());
     PRISM_RETURN_IF_ERROR(k.check_names(known, "a chat deployment of a vision-language model"));
   } else if (speech) {
     std::vector<std::string_view> known(kKnownKnobs.begin(), kKnownKnobs.end());
     known.push_back("max_encoder_segments");
-    const std::span<const std::string_view> orchestration = SpeechProcessor::knob_names();
+    const std::span<const std::string_view> orchestration = frontends::SpeechProcessor::knob_names();
     known.insert(known.end(), orchestration.begin(), orchestration.end());
     PRISM_RETURN_IF_ERROR(k.check_names(known, "a transcribe deployment"));
   } else {

@@ -62,7 +62,7 @@ class InputStage {
 
   // A request's input against the stage's model, at intake: invalid_argument when it lacks
   // what the model needs or is malformed for it.
-  virtual Status check(const GenerateInput& in) const = 0;
+  virtual Status check(const frontends::GenerateInput& in) const = 0;
   // The request's per-request state of this stage, after every check passed.
   virtual Status admit(RequestState& rs) { return {}; }
   // Whether the request's K/V depends on its token ids (and media seeds) only, so that its

@@ -69,7 +69,7 @@ Result<std::unique_ptr<MediaInput>> MediaInput::load(const StageContext& context
 }
 
 // The counts of a multimodal prompt (admit checks its image-token positions).
-Status MediaInput::check(const GenerateInput& in) const {
+Status MediaInput::check(const frontends::GenerateInput& in) const {
   for (size_t k = 0; k < in.media.size(); ++k)
     PRISM_RETURN_IF_ERROR(check_media_item(in.media[k], encoder_->image_size(), encoder_->grid_side(), k));
   return {};
@@ -77,14 +77,14 @@ Status MediaInput::check(const GenerateInput& in) const {
 
 // NOTE: also for prompts without media: image-token ids with no rows behind them are refused.
 Status MediaInput::admit(RequestState& rs) {
-  const GenerateInput& in = *rs.input;
+  const frontends::GenerateInput& in = *rs.input;
   PRISM_ASSIGN_OR_RETURN(PromptMedia media, place_media(in.prompt, image_token_id_, in.media));
   if (in.media.empty()) return {};
   rs.media = std::move(media);
   rs.media_held.assign(in.media.size(), 0);
   metrics_.visual_tokens.observe(double(rs.media.num_rows()));
-  for (const MediaItem& item : in.media)
-    if (item.kind == MediaItem::Kind::video) metrics_.frames.inc(double(item.views->num_views));
+  for (const frontends::MediaItem& item : in.media)
+    if (item.kind == frontends::MediaItem::Kind::video) metrics_.frames.inc(double(item.views->num_views));
   return {};
 }
 
@@ -109,7 +109,7 @@ std::vector<MediaInput::MediaNeed> MediaInput::media_needs(std::span<const StepI
 Status MediaInput::place_media_rows(const MediaNeed& n, const encode::MediaFeatures& features) {
   RequestState& rs = *n.rs;
   if (rs.media_rows.empty()) rs.media_rows.assign(size_t(rs.media.num_rows() * hidden_), 0.0f);
-  const MediaItem& item = rs.input->media[n.item];
+  const frontends::MediaItem& item = rs.input->media[n.item];
   const std::span<float> out(rs.media_rows.data() + rs.media.item_first_row[n.item] * hidden_,
                              size_t(item.num_rows * hidden_));
   if (Status st = pool_media_rows(features, item, encoder_->grid_side(), out); !st.ok())
@@ -135,7 +135,7 @@ void MediaInput::acquire(std::span<const StepItem> items, StageFailures& failed)
   std::vector<media::MediaKey> missing_keys;
   std::vector<std::vector<MediaNeed>> waiting_for;  // per missing item
   for (const MediaNeed& n : needs) {
-    const MediaItem& item = n.rs->input->media[n.item];
+    const frontends::MediaItem& item = n.rs->input->media[n.item];
     metrics_.cache_lookups.inc();
     if (encode::MediaFeaturesPtr f = cache.find(encoder_id_, item.key)) {
       metrics_.cache_hits.inc();

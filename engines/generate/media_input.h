@@ -35,7 +35,7 @@ class MediaInput final : public InputStage {
   static Result<std::unique_ptr<MediaInput>> load(const StageContext& context, const MediaEncoderLoader& loader,
                                                   int32_t image_token_id, int max_encoder_views);
 
-  Status check(const GenerateInput& in) const override;
+  Status check(const frontends::GenerateInput& in) const override;
   Status admit(RequestState& rs) override;
   void acquire(std::span<const StepItem> items, StageFailures& failed) override;
   void place(const RequestState& rs, int64_t first_position, int32_t first_row, std::span<int32_t> tokens) override;

@@ -18,7 +18,7 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t item_seed_base(const MediaItem& item) {
+uint64_t item_seed_base(const frontends::MediaItem& item) {
   const uint64_t words[4] = {item.key.high, item.key.low, uint64_t(item.spatial_pool), uint64_t(item.temporal_pool)};
   return XXH3_64bits(words, sizeof words);
 }
@@ -30,9 +30,9 @@ uint64_t row_seed(uint64_t base, int64_t row) {
 
 }  // namespace
 
-uint64_t media_row_seed(const MediaItem& item, int64_t row) { return row_seed(item_seed_base(item), row); }
+uint64_t media_row_seed(const frontends::MediaItem& item, int64_t row) { return row_seed(item_seed_base(item), row); }
 
-Status check_media_item(const MediaItem& item, int64_t image_size, int64_t grid_side, size_t index) {
+Status check_media_item(const frontends::MediaItem& item, int64_t image_size, int64_t grid_side, size_t index) {
   const media::PixelViews* v = item.views.get();
   if (v == nullptr || v->num_views < 1) return invalid_argument(item_name(index) + " has no pixel views");
   if (v->side != image_size || int64_t(v->values.size()) != int64_t(v->num_views) * 3 * image_size * image_size)
@@ -58,11 +58,11 @@ Status check_media_item(const MediaItem& item, int64_t image_size, int64_t grid_
 }
 
 Result<PromptMedia> place_media(std::span<const int32_t> prompt, int32_t image_token_id,
-                                std::span<const MediaItem> items) {
+                                std::span<const frontends::MediaItem> items) {
   PromptMedia m;
   m.item_first_row.reserve(items.size() + 1);
   m.item_first_row.push_back(0);
-  for (const MediaItem& item : items) m.item_first_row.push_back(m.item_first_row.back() + item.num_rows);
+  for (const frontends::MediaItem& item : items) m.item_first_row.push_back(m.item_first_row.back() + item.num_rows);
   const int64_t positions = std::count(prompt.begin(), prompt.end(), image_token_id);
   if (positions != m.num_rows()) {
     std::string per_item;
@@ -93,7 +93,7 @@ Result<PromptMedia> place_media(std::span<const int32_t> prompt, int32_t image_t
 
 // NOTE: out row (g, a, b) = mean over the views of group g (t consecutive views, the last
 // group possibly fewer) and the p × p cells (a·p + i, b·p + j) of each view's grid.
-Status pool_media_rows(const encode::MediaFeatures& features, const MediaItem& item, int64_t grid_side,
+Status pool_media_rows(const encode::MediaFeatures& features, const frontends::MediaItem& item, int64_t grid_side,
                        std::span<float> out) {
   const int64_t views = item.views ? item.views->num_views : 0;
   const int64_t hidden = features.cols, p = item.spatial_pool, t = item.temporal_pool;

@@ -13,7 +13,7 @@
 
 #include "base/status.h"
 #include "engines/encode/media_cache.h"
-#include "engines/generate/generate_payload.h"
+#include "frontends/generate_payload.h"
 
 namespace prism::engines::generate {
 
@@ -30,22 +30,22 @@ struct PromptMedia {
 // invalid_argument naming both counts when the prompt's image-token positions are not
 // exactly the items' rows (sum of num_rows). Items must have passed check_media_item.
 Result<PromptMedia> place_media(std::span<const int32_t> prompt, int32_t image_token_id,
-                                std::span<const MediaItem> items);
+                                std::span<const frontends::MediaItem> items);
 
 // An item against an encoder taking [3, image_size, image_size] views and giving
 // grid_side² rows per view: views present and of that side, spatial_pool ≥ 1 dividing
 // grid_side, temporal_pool ≥ 1, num_rows = ceil(views / t) · (grid_side / p)². invalid_argument
 // naming item `index` and the numbers.
-Status check_media_item(const MediaItem& item, int64_t image_size, int64_t grid_side, size_t index);
+Status check_media_item(const frontends::MediaItem& item, int64_t image_size, int64_t grid_side, size_t index);
 
 // The rows num_rows(item) of an item from its encoder features ([views · grid_side², hidden]),
 // written to out ([item.num_rows, hidden] f32). invalid_argument naming the counts when the
 // features do not have the item's views' rows or out the item's rows.
-Status pool_media_rows(const encode::MediaFeatures& features, const MediaItem& item, int64_t grid_side,
+Status pool_media_rows(const encode::MediaFeatures& features, const frontends::MediaItem& item, int64_t grid_side,
                        std::span<float> out);
 
 // The seed of row `row` of `item`: a hash of the item's key, its pooling and the row index;
 // never 0.
-uint64_t media_row_seed(const MediaItem& item, int64_t row);
+uint64_t media_row_seed(const frontends::MediaItem& item, int64_t row);
 
 }  // namespace prism::engines::generate

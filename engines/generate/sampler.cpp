@@ -97,7 +97,7 @@ double sum_weights(Scratch& sc) {
 
 }  // namespace
 
-SequenceSampler::SequenceSampler(const SamplingParams& params, uint64_t seed, std::span<const int32_t> prompt)
+SequenceSampler::SequenceSampler(const frontends::SamplingParams& params, uint64_t seed, std::span<const int32_t> prompt)
     : params_(params), rng_(seed) {
   if (params_.repetition_penalty != 1.0f)
     for (int32_t t : prompt) ++seen_[t];
@@ -276,9 +276,9 @@ int32_t SequenceSampler::pick(double total) {
   return last;
 }
 
-TokenLogprobs SequenceSampler::logprobs_of(std::span<const float> raw, int32_t chosen) {
+frontends::TokenLogprobs SequenceSampler::logprobs_of(std::span<const float> raw, int32_t chosen) {
   Scratch& sc = scratch();
-  TokenLogprobs out;
+  frontends::TokenLogprobs out;
   const float max_logit = row_math::max_value(raw);
   sc.weights.resize(raw.size());
   row_math::exp_shifted(raw, max_logit, sc.weights);

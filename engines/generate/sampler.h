@@ -10,21 +10,21 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engines/generate/generate_payload.h"
-#include "engines/generate/sampling_params.h"
+#include "frontends/generate_payload.h"
+#include "frontends/sampling_params.h"
 
 namespace prism::engines::generate {
 
 struct SampledToken {
   int32_t token = 0;
-  TokenLogprobs logprobs;  // filled when SamplingParams::logprobs (top when top_logprobs > 0)
+  frontends::TokenLogprobs logprobs;  // filled when SamplingParams::logprobs (top when top_logprobs > 0)
 };
 
 class SequenceSampler {
  public:
   // prompt: the tokens the repetition penalty counts from the start. seed: the resolved seed
   // (SamplingParams::seed + choice index, or a random one).
-  SequenceSampler(const SamplingParams& params, uint64_t seed, std::span<const int32_t> prompt);
+  SequenceSampler(const frontends::SamplingParams& params, uint64_t seed, std::span<const int32_t> prompt);
 
   // The next token from one row of logits ([vocab] f32; modified in place by the penalties
   // and filters). Records the token as generated (penalty counts), as accept() does.
@@ -39,7 +39,7 @@ class SequenceSampler {
   // rejection the token is drawn from p with x removed — the output distribution is p's.
   std::vector<SampledToken> verify(std::span<float> logits, int64_t vocab, std::span<const int32_t> draft);
 
-  const SamplingParams& params() const { return params_; }
+  const frontends::SamplingParams& params() const { return params_; }
 
  private:
   void record(int32_t token);
@@ -56,9 +56,9 @@ class SequenceSampler {
   int32_t pick(double total);
   double uniform();  // [0, 1), 53 random bits
   // Log-softmax of the raw row: the chosen token and the top_logprobs most likely.
-  TokenLogprobs logprobs_of(std::span<const float> raw, int32_t chosen);
+  frontends::TokenLogprobs logprobs_of(std::span<const float> raw, int32_t chosen);
 
-  SamplingParams params_;
+  frontends::SamplingParams params_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> output_counts_;  // generated tokens
   std::unordered_map<int32_t, int32_t> seen_;           // prompt and generated (repetition penalty)

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "engines/generate/detokenizer.h"
-#include "engines/generate/generate_payload.h"
 #include "engines/generate/kv_block_pool.h"
-#include "engines/generate/logits_processor.h"
 #include "engines/generate/media_rows.h"
 #include "engines/generate/sampler.h"
+#include "frontends/generate_payload.h"
+#include "frontends/logits_processor.h"
 #include "models/speech_encoder.h"
 #include "serving/request.h"
 
@@ -39,9 +39,9 @@ struct Sequence {
   std::vector<int32_t> draft;           // this step's draft tokens
 
   std::unique_ptr<SequenceSampler> sampler;
-  std::unique_ptr<LogitsProcessor> processor;  // GenerateInput::logits_processor's for this choice, or null
+  std::unique_ptr<frontends::LogitsProcessor> processor;  // GenerateInput::logits_processor's for this choice, or null
   std::unique_ptr<IncrementalDetokenizer> detokenizer;
-  ChoiceDelta output;          // the whole choice so far
+  frontends::ChoiceDelta output;          // the whole choice so far
   size_t streamed_text = 0;    // bytes of output.text already streamed
   size_t streamed_tokens = 0;  // entries of output.tokens (and logprobs) already streamed
   int64_t num_generated = 0;   // sampled tokens, stop tokens included
@@ -55,7 +55,7 @@ struct Sequence {
 
 struct RequestState {
   serving::RequestPtr request;
-  const GenerateInput* input = nullptr;  // owned by request
+  const frontends::GenerateInput* input = nullptr;  // owned by request
   std::vector<std::unique_ptr<Sequence>> choices;  // choice 0 first; the others forked after prefill
   int pending_forks = 0;                 // choices still to fork from choice 0
   int num_finished = 0;

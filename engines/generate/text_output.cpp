@@ -14,7 +14,7 @@ constexpr size_t kDetokenizerPromptTail = 5;
 }  // namespace
 
 void TextOutput::start(Sequence& s) const {
-  const GenerateInput& in = *s.request->input;
+  const frontends::GenerateInput& in = *s.request->input;
   const size_t tail = std::min(in.prompt.size(), kDetokenizerPromptTail);
   s.detokenizer = std::make_unique<IncrementalDetokenizer>(tokenizer_, std::span<const int32_t>(in.prompt).last(tail),
                                                            in.sampling.stop, /*skip_special_tokens=*/true,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "models/common/activation.h"
 #include "runtime/arena.h"
 
 namespace prism::models {
@@ -97,7 +98,7 @@ Result<std::string> detect_prefix(const WeightSource& src) {
       "prefix): not a BERT-family model");
 }
 
-Result<BertLayer> load_layer(const CheckpointReader& ckpt, const BertConfig& c, int64_t i, ops::Precision precision) {
+Result<BertLayer> load_layer(const CheckpointReader& ckpt, const configs::BertConfig& c, int64_t i, ops::Precision precision) {
   const std::string p = "encoder.layer." + std::to_string(i) + ".";
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   BertLayer L;
@@ -113,7 +114,7 @@ Result<BertLayer> load_layer(const CheckpointReader& ckpt, const BertConfig& c, 
   return L;
 }
 
-Result<BertWeights> load_weights(const WeightSource& src, const BertConfig& c, ops::Precision precision) {
+Result<BertWeights> load_weights(const WeightSource& src, const configs::BertConfig& c, ops::Precision precision) {
   PRISM_ASSIGN_OR_RETURN(const std::string prefix, detect_prefix(src));
   const CheckpointReader ckpt(src, prefix);
   const int64_t h = c.hidden_size;
@@ -151,7 +152,7 @@ ForwardArenas& forward_arenas() {
 
 class BertEncoder final : public Encoder {
  public:
-  BertEncoder(BertConfig config, BertWeights weights) : c_(std::move(config)), w_(std::move(weights)) {}
+  BertEncoder(configs::BertConfig config, BertWeights weights) : c_(std::move(config)), w_(std::move(weights)) {}
 
   Tensor encode(const EncoderBatch& batch) const override;
   int64_t hidden_size() const override { return c_.hidden_size; }
@@ -170,7 +171,7 @@ class BertEncoder final : public Encoder {
   Tensor embed(const EncoderBatch& batch, Arena* out) const;
   Tensor layer_forward(const BertLayer& L, const Tensor& x, const ops::AttentionSeqs& seqs, Arena* out) const;
 
-  BertConfig c_;
+  configs::BertConfig c_;
   BertWeights w_;
 };
 
@@ -212,7 +213,7 @@ Tensor BertEncoder::layer_forward(const BertLayer& L, const Tensor& x, const ops
   Tensor a = ops::linear(context.view({t, c_.hidden_size}), L.attention_output_dense);
   ops::add_(a, x);
   const Tensor h = ops::layer_norm(a, L.attention_output_LayerNorm.weight, L.attention_output_LayerNorm.bias, eps);
-  Tensor o = ops::linear(ops::linear(h, L.intermediate_dense, c_.activation), L.output_dense);
+  Tensor o = ops::linear(ops::linear(h, L.intermediate_dense, common::op_activation(c_.activation)), L.output_dense);
   ops::add_(o, h);
   ArenaScope scope(out);
   return ops::layer_norm(o, L.output_LayerNorm.weight, L.output_LayerNorm.bias, eps);
@@ -245,7 +246,7 @@ Tensor BertEncoder::encode(const EncoderBatch& batch) const {
 
 Result<std::unique_ptr<Encoder>> load_bert(const std::string& dir, ops::Precision precision) {
   ArenaScope no_arena(nullptr);  // weights outlive every forward pass's arena
-  PRISM_ASSIGN_OR_RETURN(BertConfig config, BertConfig::load(dir));
+  PRISM_ASSIGN_OR_RETURN(configs::BertConfig config, configs::BertConfig::load(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   Result<BertWeights> weights = load_weights(src, config, precision);
   if (!weights) return Status(weights.status().code(), dir + ": " + weights.status().message());

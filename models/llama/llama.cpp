@@ -50,7 +50,7 @@ Result<ops::LinearWeight> stacked_linear(const WeightSource& src, const std::vec
                              common::stored_float_dtype(src, bases[0] + ".weight"));
 }
 
-Result<LlamaLayer> load_layer(const WeightSource& src, const LlamaConfig& c, const std::string& prefix, int64_t i,
+Result<LlamaLayer> load_layer(const WeightSource& src, const configs::LlamaConfig& c, const std::string& prefix, int64_t i,
                               ops::Precision precision) {
   const std::string p = prefix + "layers." + std::to_string(i) + ".";
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
@@ -70,7 +70,7 @@ Result<LlamaLayer> load_layer(const WeightSource& src, const LlamaConfig& c, con
   return L;
 }
 
-Result<LlamaWeights> load_weights(const WeightSource& src, const LlamaConfig& c, const LlamaWeightNames& names,
+Result<LlamaWeights> load_weights(const WeightSource& src, const configs::LlamaConfig& c, const LlamaWeightNames& names,
                                   ops::Precision precision) {
   const int64_t h = c.hidden_size, vocab = c.vocab_size;
   LlamaWeights w;
@@ -95,15 +95,15 @@ Result<LlamaWeights> load_weights(const WeightSource& src, const LlamaConfig& c,
 
 // inv_freq of the rotary dims, edited by rope_scaling as transformers' ROPE_INIT_FUNCTIONS
 // do, in its f32 arithmetic (scalars rounded to f32, one op at a time).
-Tensor scaled_rope_inv_freq(const LlamaConfig& c) {
+Tensor scaled_rope_inv_freq(const configs::LlamaConfig& c) {
   Tensor inv_freq = ops::rope_inv_freq(int(c.head_dim), c.rope_theta);  // [D / 2] f32
   float* f = inv_freq.data<float>();
   const int64_t half = inv_freq.size(0);
-  const RopeScaling& s = c.rope_scaling;
+  const configs::RopeScaling& s = c.rope_scaling;
   const float factor = float(s.factor);
-  if (s.type == RopeScalingType::linear) {
+  if (s.type == configs::RopeScalingType::linear) {
     for (int64_t i = 0; i < half; ++i) f[i] = f[i] / factor;
-  } else if (s.type == RopeScalingType::llama3) {
+  } else if (s.type == configs::RopeScalingType::llama3) {
     // NOTE: _compute_llama3_parameters: wavelengths shorter than original/high_freq_factor
     // keep their frequency, longer than original/low_freq_factor are divided by factor, and
     // between the two a ramp in original/wavelen blends the two.
@@ -130,7 +130,7 @@ Tensor scaled_rope_inv_freq(const LlamaConfig& c) {
 
 class LlamaDecoder final : public Decoder {
  public:
-  LlamaDecoder(LlamaConfig config, LlamaWeights weights)
+  LlamaDecoder(configs::LlamaConfig config, LlamaWeights weights)
       : c_(std::move(config)), w_(std::move(weights)),
         rope_(ops::make_rope_table(scaled_rope_inv_freq(c_), c_.max_context())) {}
 
@@ -149,7 +149,7 @@ class LlamaDecoder final : public Decoder {
  private:
   void layer_forward(const LlamaLayer& L, Tensor& x, const DecoderBatch& batch, const KvLayer& kv) const;
 
-  LlamaConfig c_;
+  configs::LlamaConfig c_;
   LlamaWeights w_;
   ops::RopeTable rope_;  // [max_context, D / 2]
 };
@@ -241,7 +241,7 @@ double LlamaDecoder::flops(int64_t tokens, int64_t context) const {
 
 }  // namespace
 
-Result<std::unique_ptr<Decoder>> load_llama(const formats::WeightSource& weights, const LlamaConfig& config,
+Result<std::unique_ptr<Decoder>> load_llama(const formats::WeightSource& weights, const configs::LlamaConfig& config,
                                             const LlamaWeightNames& names, ops::Precision precision) {
   ArenaScope no_arena(nullptr);  // weights and the RoPE table outlive every forward's arena
   PRISM_ASSIGN_OR_RETURN(LlamaWeights loaded, load_weights(weights, config, names, precision));
@@ -249,7 +249,7 @@ Result<std::unique_ptr<Decoder>> load_llama(const formats::WeightSource& weights
 }
 
 Result<std::unique_ptr<Decoder>> load_llama(const std::string& dir, ops::Precision precision) {
-  PRISM_ASSIGN_OR_RETURN(const LlamaConfig config, LlamaConfig::load(dir));
+  PRISM_ASSIGN_OR_RETURN(const configs::LlamaConfig config, configs::LlamaConfig::load(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   Result<std::unique_ptr<Decoder>> model = load_llama(src, config, LlamaWeightNames{}, precision);
   if (!model) return common::in_dir(dir, model.status());

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "base/status.h"
+#include "configs/llama_config.h"
 #include "formats/safetensors.h"
 #include "models/decoder.h"
-#include "models/llama/llama_config.h"
 #include "runtime/ops.h"
 
 namespace prism::models {
@@ -19,7 +19,7 @@ namespace prism::models {
 // dir: a model directory (config.json + model.safetensors or a sharded index). precision
 // applies to the linear layers (q/k/v, o, gate/up, down, LM head); the embedding table keeps
 // the checkpoint's dtype and the RMSNorm weights are f32. Errors: the config's
-// (LlamaConfig::from_hf), a missing tensor (not_found naming it) or a misshapen one
+// (configs::LlamaConfig::from_hf), a missing tensor (not_found naming it) or a misshapen one
 // (invalid_argument naming it and both shapes), each prefixed with dir.
 Result<std::unique_ptr<Decoder>> load_llama(const std::string& dir, ops::Precision precision);
 
@@ -35,7 +35,7 @@ struct LlamaWeightNames {
 // The decoder of a larger checkpoint (a VLM's text model): its config comes from elsewhere
 // (the VLM's text_config) and its tensors from `names` in `weights`. Errors as above, not
 // prefixed with a directory (the caller knows it).
-Result<std::unique_ptr<Decoder>> load_llama(const formats::WeightSource& weights, const LlamaConfig& config,
+Result<std::unique_ptr<Decoder>> load_llama(const formats::WeightSource& weights, const configs::LlamaConfig& config,
                                             const LlamaWeightNames& names, ops::Precision precision);
 
 }  // namespace prism::models

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "formats/hf_config.h"
+#include "configs/hf_config.h"
 #include "formats/safetensors.h"
 #include "models/common/transformer_layer.h"
 #include "models/common/weight_loading.h"
@@ -19,7 +19,7 @@
 namespace prism::models {
 namespace {
 
-using formats::HfConfig;
+using configs::HfConfig;
 using formats::WeightSource;
 
 constexpr char kVisionPrefix[] = "vision_model.";
@@ -32,7 +32,7 @@ class TowerImageEmbedder final : public ImageEmbedder {
       : tower_(std::move(tower)), visual_projection_(std::move(visual_projection)) {}
 
   Tensor embed_images(const Tensor& pixels) const override {
-    const VisionTowerConfig& c = tower_->config();
+    const configs::VisionTowerConfig& c = tower_->config();
     if (pixels.dim() >= 1 && pixels.size(0) == 0) return Tensor::empty({0, embedding_size()}, DType::f32);
     Arena* const result = current_arena();
     common::ForwardArenas& arenas = common::forward_arenas();
@@ -43,7 +43,7 @@ class TowerImageEmbedder final : public ImageEmbedder {
       last = tower_->forward(pixels, c.num_layers, /*post_layernorm=*/true);  // [V * N, hidden]
     }
     ArenaScope scope(result);
-    if (c.kind == VisionTowerKind::siglip) return tower_->pool(last);
+    if (c.kind == configs::VisionTowerKind::siglip) return tower_->pool(last);
     const int64_t v = pixels.size(0);
     const Tensor cls = last.view({v, c.num_positions(), c.hidden_size}).select(1, 0);  // [V, hidden], strided rows
     return ops::linear(cls, visual_projection_);
@@ -56,7 +56,7 @@ class TowerImageEmbedder final : public ImageEmbedder {
   // for SigLIP the head: k / v over N tokens (4 H² N), the probe's attention (2 N H),
   // out_proj (H²) and its MLP (2 H I); its query is a constant computed at load.
   double flops_per_image() const override {
-    const VisionTowerConfig& c = tower_->config();
+    const configs::VisionTowerConfig& c = tower_->config();
     const double h = double(c.hidden_size), n = double(c.num_positions()), inter = double(c.intermediate_size);
     const double tail = visual_projection_.defined() ? h * double(visual_projection_.out_features)
                                                      : 2.0 * h * h * n + 2.0 * n * h + h * h + 2.0 * h * inter;
@@ -68,24 +68,24 @@ class TowerImageEmbedder final : public ImageEmbedder {
   ops::LinearWeight visual_projection_;  // [projection_dim, hidden] (CLIP); undefined for SigLIP
 };
 
-Result<VisionTowerKind> dual_encoder_kind(const HfConfig& config) {
+Result<configs::VisionTowerKind> dual_encoder_kind(const configs::HfConfig& config) {
   PRISM_ASSIGN_OR_RETURN(const std::string model_type, config.get_string("model_type"));
-  if (model_type == "clip") return VisionTowerKind::clip;
-  if (model_type == "siglip") return VisionTowerKind::siglip;
+  if (model_type == "clip") return configs::VisionTowerKind::clip;
+  if (model_type == "siglip") return configs::VisionTowerKind::siglip;
   return unimplemented("config.json: model_type '" + model_type + "' is not a dual encoder (clip, siglip)");
 }
 
 Result<DualEncoderModel> load(const std::string& dir, ops::Precision precision) {
-  PRISM_ASSIGN_OR_RETURN(const HfConfig config, HfConfig::load(dir));
-  PRISM_ASSIGN_OR_RETURN(const VisionTowerKind kind, dual_encoder_kind(config));
-  const bool clip = kind == VisionTowerKind::clip;
-  PRISM_ASSIGN_OR_RETURN(const HfConfig text_config, config.get_object("text_config"));
-  PRISM_ASSIGN_OR_RETURN(const HfConfig vision_config, config.get_object("vision_config"));
+  PRISM_ASSIGN_OR_RETURN(const configs::HfConfig config, configs::HfConfig::load(dir));
+  PRISM_ASSIGN_OR_RETURN(const configs::VisionTowerKind kind, dual_encoder_kind(config));
+  const bool clip = kind == configs::VisionTowerKind::clip;
+  PRISM_ASSIGN_OR_RETURN(const configs::HfConfig text_config, config.get_object("text_config"));
+  PRISM_ASSIGN_OR_RETURN(const configs::HfConfig vision_config, config.get_object("vision_config"));
   PRISM_ASSIGN_OR_RETURN(const int64_t projection_dim, config.get_int("projection_dim", 512));  // CLIPConfig's default
   PRISM_ASSIGN_OR_RETURN(const vision::TextTowerConfig text,
                          vision::TextTowerConfig::from_hf(text_config, kind, projection_dim));
   const nlohmann::json vision_json = nlohmann::json::parse(vision_config.dump(), nullptr, /*allow_exceptions=*/false);
-  PRISM_ASSIGN_OR_RETURN(const VisionTowerConfig vision, VisionTowerConfig::from_hf(vision_json, kind));
+  PRISM_ASSIGN_OR_RETURN(const configs::VisionTowerConfig vision, configs::VisionTowerConfig::from_hf(vision_json, kind));
 
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   DualEncoderModel m;
@@ -107,7 +107,7 @@ Result<DualEncoderModel> load(const std::string& dir, ops::Precision precision) 
 }  // namespace
 
 bool is_dual_encoder(const std::string& dir) {
-  const Result<HfConfig> config = HfConfig::load(dir);
+  const Result<configs::HfConfig> config = configs::HfConfig::load(dir);
   return config && dual_encoder_kind(*config).has_value();
 }
 

@@ -14,7 +14,7 @@
 namespace prism::models::vision {
 namespace {
 
-using formats::HfConfig;
+using configs::HfConfig;
 using formats::WeightSource;
 using common::ForwardArenas;
 using common::LayerNormWeights;
@@ -22,7 +22,7 @@ using common::MlpActivation;
 using common::TransformerLayer;
 using common::TransformerShape;
 
-Result<int64_t> positive_int(const HfConfig& c, const char* key, int64_t fallback) {
+Result<int64_t> positive_int(const configs::HfConfig& c, const char* key, int64_t fallback) {
   PRISM_ASSIGN_OR_RETURN(const int64_t v, c.get_int(key, fallback));
   if (v <= 0)
     return invalid_argument(std::string("config.json: text_config.") + key + " must be positive, got " +
@@ -54,7 +54,7 @@ class TextTower final : public Encoder {
   //   flops(n) = 2 (L ((4 H² + 2 H I) n + A(n)) + H E n),  A = n (n + 1) H (CLIP), 2 n² H (SigLIP)
   double flops(int64_t length) const override {
     const double n = double(length), h = double(c_.hidden_size), inter = double(c_.intermediate_size);
-    const double attention = c_.kind == VisionTowerKind::clip ? n * (n + 1.0) * h : 2.0 * n * n * h;
+    const double attention = c_.kind == configs::VisionTowerKind::clip ? n * (n + 1.0) * h : 2.0 * n * n * h;
     return 2.0 * (double(c_.num_layers) * ((4.0 * h * h + 2.0 * h * inter) * n + attention) +
                   h * double(c_.projection_size) * n);
   }
@@ -102,7 +102,7 @@ Tensor TextTower::encode(const EncoderBatch& batch) const {
   const ops::AttentionSeqs seqs{cu_seqlens, cu_seqlens, batch.kv_lens};
   const size_t n = w_.layers.size();
   const Tensor last = common::run_layers(std::span<const TransformerLayer>(w_.layers), shape_, x, seqs,
-                                 /*causal=*/c_.kind == VisionTowerKind::clip, &arenas.hidden[n % 2]);
+                                 /*causal=*/c_.kind == configs::VisionTowerKind::clip, &arenas.hidden[n % 2]);
   arenas.scratch.reset();
   ArenaScope scope(&arenas.scratch);
   const Tensor normed = common::layer_norm(last, w_.final_layer_norm, shape_.layer_norm_eps);
@@ -112,8 +112,8 @@ Tensor TextTower::encode(const EncoderBatch& batch) const {
 
 }  // namespace
 
-Result<TextTowerConfig> TextTowerConfig::from_hf(const HfConfig& t, VisionTowerKind kind, int64_t projection_dim) {
-  const bool clip = kind == VisionTowerKind::clip;
+Result<TextTowerConfig> TextTowerConfig::from_hf(const configs::HfConfig& t, configs::VisionTowerKind kind, int64_t projection_dim) {
+  const bool clip = kind == configs::VisionTowerKind::clip;
   TextTowerConfig c;
   c.kind = kind;
   // CLIPTextConfig / SiglipTextConfig defaults.
@@ -164,7 +164,7 @@ Result<std::unique_ptr<Encoder>> load_text_tower(const WeightSource& src, const 
     w.layers.push_back(std::move(layer));
   }
   PRISM_ASSIGN_OR_RETURN(w.final_layer_norm, common::load_layer_norm(src, p + "final_layer_norm", h));
-  if (c.kind == VisionTowerKind::clip) {
+  if (c.kind == configs::VisionTowerKind::clip) {
     PRISM_ASSIGN_OR_RETURN(w.projection,
                            common::load_linear(src, {"text_projection"}, {c.projection_size}, h, false, precision));
   } else {

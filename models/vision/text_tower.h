@@ -14,7 +14,7 @@
 #include <string>
 
 #include "base/status.h"
-#include "formats/hf_config.h"
+#include "configs/hf_config.h"
 #include "formats/safetensors.h"
 #include "models/encoder.h"
 #include "models/vision/vision_tower.h"
@@ -24,7 +24,7 @@ namespace prism::models::vision {
 
 // text_config of CLIPConfig / SiglipConfig, with transformers' defaults for absent keys.
 struct TextTowerConfig {
-  VisionTowerKind kind = VisionTowerKind::clip;
+  configs::VisionTowerKind kind = configs::VisionTowerKind::clip;
   int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, max_position_embeddings = 0;
   int num_layers = 0, num_heads = 0;
   double layer_norm_eps = 1e-5;
@@ -34,7 +34,7 @@ struct TextTowerConfig {
   int64_t projection_size = 0;
 
   // text_config: config.get_object("text_config"); projection_dim: CLIP's top-level key.
-  static Result<TextTowerConfig> from_hf(const formats::HfConfig& text_config, VisionTowerKind kind,
+  static Result<TextTowerConfig> from_hf(const configs::HfConfig& text_config, configs::VisionTowerKind kind,
                                          int64_t projection_dim);
 };
 

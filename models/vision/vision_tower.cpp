@@ -23,42 +23,6 @@ using common::TransformerLayer;
 using common::TransformerShape;
 using common::uniform_cu_seqlens;
 
-// Defaults of the transformers config classes, for keys a real config.json leaves out
-// (llava-hf's vision_config omits num_channels / hidden_act; SmolVLM's omits
-// num_hidden_layers and intermediate_size).
-struct VisionDefaults {
-  int64_t hidden_size, intermediate_size, num_layers, num_heads, image_size, patch_size;
-  double layer_norm_eps;
-  const char* hidden_act;
-};
-// CLIPVisionConfig, SiglipVisionConfig, Idefics3VisionConfig (= SmolVLMVisionConfig).
-constexpr VisionDefaults kClipDefaults{768, 3072, 12, 12, 224, 32, 1e-5, "quick_gelu"};
-constexpr VisionDefaults kSiglipDefaults{768, 3072, 12, 12, 224, 16, 1e-6, "gelu_pytorch_tanh"};
-constexpr VisionDefaults kIdefics3Defaults{1152, 3072, 12, 16, 224, 32, 1e-6, "gelu_pytorch_tanh"};
-
-const VisionDefaults& defaults_for(const nlohmann::json& j, VisionTowerKind kind) {
-  if (kind == VisionTowerKind::clip) return kClipDefaults;
-  const auto it = j.find("model_type");
-  if (it != j.end() && it->is_string()) {
-    const std::string t = it->get<std::string>();
-    if (t == "idefics3" || t == "idefics3_vision" || t == "smolvlm_vision") return kIdefics3Defaults;
-  }
-  return kSiglipDefaults;
-}
-
-Result<int64_t> int_key(const nlohmann::json& j, const char* key, int64_t fallback) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number_integer())
-    return invalid_argument(std::string("config.json: vision_config.") + key + " must be an integer, got " +
-                            it->dump());
-  const int64_t v = it->get<int64_t>();
-  if (v <= 0)
-    return invalid_argument(std::string("config.json: vision_config.") + key + " must be positive, got " +
-                            std::to_string(v));
-  return v;
-}
-
 // SiglipMultiheadAttentionPoolingHead ("head.*"): a learned probe attends over the view's
 // tokens; then layernorm, MLP, residual.
 struct PoolingHead {
@@ -105,9 +69,9 @@ Result<PoolingHead> load_head(const WeightSource& src, const std::string& p, con
   return head;
 }
 
-Result<VisionWeights> load_weights(const WeightSource& src, const std::string& prefix, const VisionTowerConfig& c,
+Result<VisionWeights> load_weights(const WeightSource& src, const std::string& prefix, const configs::VisionTowerConfig& c,
                                    const TransformerShape& shape, int num_layers, ops::Precision precision) {
-  const bool clip = c.kind == VisionTowerKind::clip;
+  const bool clip = c.kind == configs::VisionTowerKind::clip;
   const int64_t h = c.hidden_size, p = c.patch_size;
   const std::string e = prefix + "embeddings.";
   VisionWeights w;
@@ -150,43 +114,8 @@ Result<VisionWeights> load_weights(const WeightSource& src, const std::string& p
 
 }  // namespace
 
-Result<VisionTowerConfig> VisionTowerConfig::from_hf(const nlohmann::json& j, VisionTowerKind kind) {
-  if (!j.is_object()) return invalid_argument("config.json: vision_config must be an object");
-  const VisionDefaults& d = defaults_for(j, kind);
-  VisionTowerConfig c;
-  c.kind = kind;
-  PRISM_ASSIGN_OR_RETURN(c.hidden_size, int_key(j, "hidden_size", d.hidden_size));
-  PRISM_ASSIGN_OR_RETURN(c.intermediate_size, int_key(j, "intermediate_size", d.intermediate_size));
-  PRISM_ASSIGN_OR_RETURN(const int64_t layers, int_key(j, "num_hidden_layers", d.num_layers));
-  PRISM_ASSIGN_OR_RETURN(const int64_t heads, int_key(j, "num_attention_heads", d.num_heads));
-  PRISM_ASSIGN_OR_RETURN(c.image_size, int_key(j, "image_size", d.image_size));
-  PRISM_ASSIGN_OR_RETURN(c.patch_size, int_key(j, "patch_size", d.patch_size));
-  PRISM_ASSIGN_OR_RETURN(c.num_channels, int_key(j, "num_channels", 3));
-  c.num_layers = int(layers);
-  c.num_heads = int(heads);
-  c.layer_norm_eps = d.layer_norm_eps;
-  if (const auto it = j.find("layer_norm_eps"); it != j.end() && !it->is_null()) {
-    if (!it->is_number() || !(it->get<double>() > 0))
-      return invalid_argument("config.json: vision_config.layer_norm_eps must be a positive number, got " + it->dump());
-    c.layer_norm_eps = it->get<double>();
-  }
-  c.hidden_act = d.hidden_act;
-  if (const auto it = j.find("hidden_act"); it != j.end() && !it->is_null()) {
-    if (!it->is_string()) return invalid_argument("config.json: vision_config.hidden_act must be a string");
-    c.hidden_act = it->get<std::string>();
-  }
-  PRISM_RETURN_IF_ERROR(common::MlpActivation::parse(c.hidden_act).status());
-  if (c.hidden_size % c.num_heads != 0)
-    return invalid_argument("config.json: vision_config.hidden_size " + std::to_string(c.hidden_size) +
-                            " is not a multiple of num_attention_heads " + std::to_string(c.num_heads));
-  if (c.patch_size > c.image_size)
-    return invalid_argument("config.json: vision_config.patch_size " + std::to_string(c.patch_size) +
-                            " is larger than image_size " + std::to_string(c.image_size));
-  return c;
-}
-
 struct VisionTower::Impl {
-  VisionTowerConfig config;
+  configs::VisionTowerConfig config;
   TransformerShape shape;
   VisionWeights w;
 
@@ -197,7 +126,7 @@ VisionTower::VisionTower() : impl_(std::make_unique<Impl>()) {}
 VisionTower::~VisionTower() = default;
 
 Result<std::unique_ptr<VisionTower>> VisionTower::load(const formats::WeightSource& weights, const std::string& prefix,
-                                                       const VisionTowerConfig& config, ops::Precision precision,
+                                                       const configs::VisionTowerConfig& config, ops::Precision precision,
                                                        int num_layers_used) {
   ArenaScope no_arena(nullptr);  // weights outlive every forward pass's arena
   if (num_layers_used < 0 || num_layers_used > config.num_layers)
@@ -219,13 +148,13 @@ Result<std::unique_ptr<VisionTower>> VisionTower::load(const formats::WeightSour
 // pixels [V, C, S, S] → the encoder's input [V * N, hidden], in the current arena.
 // CLIP: pre_layrnorm([class; patches] + positions); SigLIP: patches + positions.
 Tensor VisionTower::Impl::embed(const Tensor& pixels) const {
-  const VisionTowerConfig& c = config;
+  const configs::VisionTowerConfig& c = config;
   const int64_t v = pixels.size(0), g = c.grid_side(), n = c.num_positions(), h = c.hidden_size;
   Arena* const out = current_arena();
   common::ForwardArenas& arenas = common::forward_arenas();
   ArenaScope scope(&arenas.scratch);
   const Tensor patches = ops::linear(ops::patchify(pixels, c.patch_size), w.patch_embedding).view({v, g * g, h});
-  if (c.kind == VisionTowerKind::siglip) {
+  if (c.kind == configs::VisionTowerKind::siglip) {
     ArenaScope to_out(out);
     return ops::add(patches, w.position_embedding).view({v * n, h});
   }
@@ -239,7 +168,7 @@ Tensor VisionTower::Impl::embed(const Tensor& pixels) const {
 
 Tensor VisionTower::forward(const Tensor& pixels, int layers, bool post_layernorm) const {
   const Impl& m = *impl_;
-  const VisionTowerConfig& c = m.config;
+  const configs::VisionTowerConfig& c = m.config;
   PRISM_CHECK_MSG(pixels.dtype() == DType::f32 && pixels.dim() == 4 && pixels.is_contiguous() &&
                       pixels.size(1) == c.num_channels && pixels.size(2) == c.image_size &&
                       pixels.size(3) == c.image_size,
@@ -298,7 +227,7 @@ Tensor VisionTower::pool(const Tensor& last_hidden) const {
 }
 
 bool VisionTower::has_head() const { return impl_->w.head.has_value(); }
-const VisionTowerConfig& VisionTower::config() const { return impl_->config; }
+const configs::VisionTowerConfig& VisionTower::config() const { return impl_->config; }
 int VisionTower::num_layers_loaded() const { return int(impl_->w.layers.size()); }
 
 // NOTE: 2 × multiply-adds of the matmuls, for one view of N tokens (P patches): the patch
@@ -306,7 +235,7 @@ int VisionTower::num_layers_loaded() const { return int(impl_->w.layers.size());
 // attention's q kᵀ and p v (2 N² H). Norms, activations and embedding sums are O(N H), left out:
 //   flops_per_view(L) = 2 (P C p² H + L ((4 H² + 2 H I) N + 2 N² H))
 double VisionTower::flops_per_view(int layers) const {
-  const VisionTowerConfig& c = impl_->config;
+  const configs::VisionTowerConfig& c = impl_->config;
   const double h = double(c.hidden_size), inter = double(c.intermediate_size), n = double(c.num_positions());
   const double patch = double(c.num_patches()) * double(c.num_channels * c.patch_size * c.patch_size) * h;
   return 2.0 * (patch + double(layers) * ((4.0 * h * h + 2.0 * h * inter) * n + 2.0 * n * n * h));

@@ -9,35 +9,13 @@
 #include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "base/status.h"
+#include "configs/vision_tower_config.h"
 #include "formats/safetensors.h"
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
 
 namespace prism::models {
-
-enum class VisionTowerKind : uint8_t { clip, siglip };
-
-// The vision_config object of config.json (CLIPVisionConfig / SiglipVisionConfig /
-// Idefics3VisionConfig): hidden_size, intermediate_size, num_hidden_layers,
-// num_attention_heads, image_size, patch_size, num_channels, layer_norm_eps, hidden_act.
-struct VisionTowerConfig {
-  VisionTowerKind kind = VisionTowerKind::clip;
-  int64_t hidden_size = 0, intermediate_size = 0;
-  int num_layers = 0, num_heads = 0;
-  int64_t image_size = 0, patch_size = 0, num_channels = 3;
-  double layer_norm_eps = 1e-5;
-  std::string hidden_act;  // "quick_gelu", "gelu", "gelu_pytorch_tanh"
-
-  int64_t grid_side() const { return image_size / patch_size; }
-  int64_t num_patches() const { return grid_side() * grid_side(); }
-  // Tokens per image the transformer sees: the patches, plus the class token for CLIP.
-  int64_t num_positions() const { return num_patches() + (kind == VisionTowerKind::clip ? 1 : 0); }
-  // invalid_argument naming a missing or impossible key.
-  static Result<VisionTowerConfig> from_hf(const nlohmann::json& vision_config, VisionTowerKind kind);
-};
 
 class VisionTower {
  public:
@@ -46,7 +24,7 @@ class VisionTower {
   // past `num_layers_used` (when > 0) are not loaded: LLaVA reads layer -2's output and
   // never runs the last layer. not_found / invalid_argument naming a missing / misshapen tensor.
   static Result<std::unique_ptr<VisionTower>> load(const formats::WeightSource& weights, const std::string& prefix,
-                                                   const VisionTowerConfig& config, ops::Precision precision,
+                                                   const configs::VisionTowerConfig& config, ops::Precision precision,
                                                    int num_layers_used = 0);
   ~VisionTower();
 
@@ -61,7 +39,7 @@ class VisionTower {
   Tensor pool(const Tensor& last_hidden) const;
   bool has_head() const;
 
-  const VisionTowerConfig& config() const;
+  const configs::VisionTowerConfig& config() const;
   int num_layers_loaded() const;
   double flops_per_view(int layers) const;
 

@@ -17,7 +17,7 @@ class Idefics3MediaEncoder final : public MediaEncoder {
       : tower_(std::move(tower)), scale_factor_(scale_factor), proj_(std::move(proj)) {}
 
   Tensor encode(const Tensor& pixels) const override {
-    const VisionTowerConfig& vc = tower_->config();
+    const configs::VisionTowerConfig& vc = tower_->config();
     PRISM_CHECK_MSG(pixels.dim() == 4 && pixels.size(1) == vc.num_channels && pixels.size(2) == vc.image_size &&
                         pixels.size(3) == vc.image_size,
                     "Idefics3 encode: pixels must be [V, 3, image_size, image_size]");
@@ -44,10 +44,10 @@ class Idefics3MediaEncoder final : public MediaEncoder {
 }  // namespace
 
 Result<std::unique_ptr<MediaEncoder>> load_idefics3_media_encoder(const formats::WeightSource& weights,
-                                                                  const VlmConfig& config, const VlmWeightNames& names,
+                                                                  const configs::VlmConfig& config, const VlmWeightNames& names,
                                                                   ops::Precision precision) {
-  PRISM_ASSIGN_OR_RETURN(const VisionTowerConfig vc, config.vision_tower());
-  PRISM_ASSIGN_OR_RETURN(const LlamaConfig text, config.text_model());
+  PRISM_ASSIGN_OR_RETURN(const configs::VisionTowerConfig vc, config.vision_tower());
+  PRISM_ASSIGN_OR_RETURN(const configs::LlamaConfig text, config.text_model());
   const int64_t s = config.scale_factor;
   if (vc.grid_side() % s != 0)
     return invalid_argument(config.origin + ": scale_factor " + std::to_string(s) + " does not divide the " +

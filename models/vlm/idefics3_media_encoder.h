@@ -8,7 +8,7 @@
 #include "base/status.h"
 #include "formats/safetensors.h"
 #include "models/media_encoder.h"
-#include "models/vlm/vlm_config.h"
+#include "models/vlm/vlm_weight_names.h"
 #include "runtime/ops.h"
 
 namespace prism::models {
@@ -21,7 +21,7 @@ namespace prism::models {
 // (torch 1.13 on x86), and such a checkpoint would not match HF exactly. invalid_argument
 // when scale_factor does not divide the patch grid; missing / misshapen tensors named.
 Result<std::unique_ptr<MediaEncoder>> load_idefics3_media_encoder(const formats::WeightSource& weights,
-                                                                  const VlmConfig& config, const VlmWeightNames& names,
+                                                                  const configs::VlmConfig& config, const VlmWeightNames& names,
                                                                   ops::Precision precision);
 
 }  // namespace prism::models

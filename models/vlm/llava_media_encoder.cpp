@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "models/vlm/projector_weights.h"
 #include "models/vision/vision_tower.h"
+#include "models/vlm/projector_weights.h"
 
 namespace prism::models {
 namespace {
@@ -34,7 +34,7 @@ class LlavaMediaEncoder final : public MediaEncoder {
   explicit LlavaMediaEncoder(Parts parts) : p_(std::move(parts)) {}
 
   Tensor encode(const Tensor& pixels) const override {
-    const VisionTowerConfig& vc = p_.tower->config();
+    const configs::VisionTowerConfig& vc = p_.tower->config();
     PRISM_CHECK_MSG(pixels.dim() == 4 && pixels.size(1) == vc.num_channels && pixels.size(2) == vc.image_size &&
                         pixels.size(3) == vc.image_size,
                     "LLaVA encode: pixels must be [V, 3, image_size, image_size]");
@@ -62,7 +62,7 @@ class LlavaMediaEncoder final : public MediaEncoder {
 
 // hidden_states[layer] needs `layer` encoder layers (negative: Python indexing over the
 // num_layers + 1 states, embeddings first).
-Result<int> feature_layers(const VlmConfig& c, int num_layers) {
+Result<int> feature_layers(const configs::VlmConfig& c, int num_layers) {
   const int layer = c.vision_feature_layer;
   if (layer < -(num_layers + 1) || layer > num_layers)
     return invalid_argument(c.origin + ": vision_feature_layer " + std::to_string(layer) + " is outside the " +
@@ -74,10 +74,10 @@ Result<int> feature_layers(const VlmConfig& c, int num_layers) {
 }  // namespace
 
 Result<std::unique_ptr<MediaEncoder>> load_llava_media_encoder(const formats::WeightSource& weights,
-                                                               const VlmConfig& config, const VlmWeightNames& names,
+                                                               const configs::VlmConfig& config, const VlmWeightNames& names,
                                                                ops::Precision precision) {
-  PRISM_ASSIGN_OR_RETURN(const VisionTowerConfig vc, config.vision_tower());
-  PRISM_ASSIGN_OR_RETURN(const LlamaConfig text, config.text_model());
+  PRISM_ASSIGN_OR_RETURN(const configs::VisionTowerConfig vc, config.vision_tower());
+  PRISM_ASSIGN_OR_RETURN(const configs::LlamaConfig text, config.text_model());
   LlavaMediaEncoder::Parts p;
   PRISM_ASSIGN_OR_RETURN(p.feature_layers, feature_layers(config, vc.num_layers));
   // NOTE: "default" drops the first row of every view: CLIP's class token. What is left must

@@ -8,7 +8,7 @@
 #include "base/status.h"
 #include "formats/safetensors.h"
 #include "models/media_encoder.h"
-#include "models/vlm/vlm_config.h"
+#include "models/vlm/vlm_weight_names.h"
 #include "runtime/ops.h"
 
 namespace prism::models {
@@ -19,7 +19,7 @@ namespace prism::models {
 // tower: 577) or a projector activation Prism lacks; the tower's and the projector's missing
 // or misshapen tensors as VisionTower::load and WeightSource::get name them.
 Result<std::unique_ptr<MediaEncoder>> load_llava_media_encoder(const formats::WeightSource& weights,
-                                                               const VlmConfig& config, const VlmWeightNames& names,
+                                                               const configs::VlmConfig& config, const VlmWeightNames& names,
                                                                ops::Precision precision);
 
 }  // namespace prism::models

@@ -12,20 +12,20 @@
 #include "models/llama/llama.h"
 #include "models/vlm/idefics3_media_encoder.h"
 #include "models/vlm/llava_media_encoder.h"
-#include "models/vlm/vlm_config.h"
+#include "models/vlm/vlm_weight_names.h"
 #include "runtime/arena.h"
 
 namespace prism::models {
 namespace {
 
 struct Opened {
-  VlmConfig config;
+  configs::VlmConfig config;
   formats::WeightSource weights;
   VlmWeightNames names;
 };
 
 Result<Opened> open_vlm(const std::string& dir) {
-  PRISM_ASSIGN_OR_RETURN(VlmConfig config, VlmConfig::load(dir));
+  PRISM_ASSIGN_OR_RETURN(configs::VlmConfig config, configs::VlmConfig::load(dir));
   PRISM_ASSIGN_OR_RETURN(formats::WeightSource weights, formats::WeightSource::open(dir));
   Result<VlmWeightNames> names = find_vlm_weight_names(weights, config);
   if (!names) return Status(names.status().code(), dir + ": " + names.status().message());
@@ -58,7 +58,7 @@ bool is_vision_language_model(const std::string& dir) {
 
 Result<std::unique_ptr<Decoder>> load_vlm_language_model(const std::string& dir, ops::Precision precision) {
   PRISM_ASSIGN_OR_RETURN(const Opened vlm, open_vlm(dir));
-  PRISM_ASSIGN_OR_RETURN(const LlamaConfig text, vlm.config.text_model());
+  PRISM_ASSIGN_OR_RETURN(const configs::LlamaConfig text, vlm.config.text_model());
   return in_dir(dir, load_llama(vlm.weights, text, vlm.names.language_model, precision));
 }
 
@@ -66,9 +66,9 @@ Result<std::unique_ptr<MediaEncoder>> load_vlm_media_encoder(const std::string& 
   ArenaScope no_arena(nullptr);  // weights outlive every encode's arena
   PRISM_ASSIGN_OR_RETURN(const Opened vlm, open_vlm(dir));
   switch (vlm.config.family) {
-    case VlmFamily::llava:
+    case configs::VlmFamily::llava:
       return in_dir(dir, load_llava_media_encoder(vlm.weights, vlm.config, vlm.names, precision));
-    case VlmFamily::idefics3:
+    case configs::VlmFamily::idefics3:
       return in_dir(dir, load_idefics3_media_encoder(vlm.weights, vlm.config, vlm.names, precision));
   }
   return internal_error("load_vlm_media_encoder: unknown family");

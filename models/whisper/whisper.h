@@ -8,52 +8,20 @@
 // The two halves load separately so the generate engine drives them through its two
 // interfaces: the Decoder (self-attention, cross-attention queries and outputs, MLP, LM
 // head) and the SpeechEncoder (encoder + every decoder layer's encoder_attn.k_proj/v_proj).
-// Tokens, prompts and logit rules are not the model's (engines/generate/speech_processor.h).
+// The config is configs/whisper_config.h. Tokens, prompts and logit rules are not the model's
+// (frontends/speech_processor.h).
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "base/status.h"
-#include "formats/hf_config.h"
+#include "configs/whisper_config.h"
 #include "models/decoder.h"
 #include "models/speech_encoder.h"
 #include "runtime/ops.h"
 
 namespace prism::models {
-
-// config.json of model_type "whisper": d_model, encoder_layers, decoder_layers,
-// encoder_attention_heads, decoder_attention_heads, encoder_ffn_dim, decoder_ffn_dim,
-// num_mel_bins, max_source_positions (1500), max_target_positions (448), vocab_size,
-// activation_function ("gelu"), scale_embedding (false); transformers' defaults for omitted
-// keys (whisper-tiny's sizes). scale_embedding is read but, as in transformers, never
-// applied: WhisperDecoder computes embed_scale and does not use it.
-struct WhisperConfig {
-  int64_t d_model = 384;
-  int64_t encoder_layers = 4, decoder_layers = 4;
-  int64_t encoder_heads = 6, decoder_heads = 6;
-  int64_t encoder_ffn_dim = 1536, decoder_ffn_dim = 1536;
-  int64_t num_mel_bins = 80;
-  int64_t max_source_positions = 1500;
-  int64_t max_target_positions = 448;
-  int64_t vocab_size = 51865;
-  bool scale_embedding = false;
-  // "gelu" (erf, every released checkpoint), "gelu_new" / "gelu_pytorch_tanh", "relu": the
-  // MLPs' activation. The convolutions' GELU is always erf, whatever this says.
-  ops::Activation activation = ops::Activation::gelu_erf;
-
-  // origin names the file in messages. unimplemented for another model_type or
-  // architecture; invalid_argument naming a key of the wrong type or value.
-  static Result<WhisperConfig> from_hf(const formats::HfConfig& hf, const std::string& origin = "config.json");
-  // Sizes positive, d_model divisible by both head counts.
-  Status validate(const std::string& origin = "config.json") const;
-
-  int64_t encoder_head_dim() const { return d_model / encoder_heads; }
-  int64_t decoder_head_dim() const { return d_model / decoder_heads; }
-};
-
-bool is_whisper_model(const std::string& dir);  // config.json's model_type is "whisper"
-Result<WhisperConfig> read_whisper_config(const std::string& dir);
 
 // The decoder half: Decoder::forward needs batch.cross (one CrossKv per sequence, its
 // frames any count up to max_source_positions). Its KvSpec is the self-attention's

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "models/common/activation.h"
 #include "models/common/batch_embedding.h"
 #include "models/common/scratch_arena.h"
 #include "models/common/transformer_layer.h"
@@ -48,7 +49,7 @@ struct DecoderWeights {
   ops::LinearWeight proj_out;   // [vocab, d]: proj_out.weight, or embed_tokens when tied
 };
 
-Result<DecoderLayer> load_layer(const WeightSource& src, const std::string& p, const WhisperConfig& c,
+Result<DecoderLayer> load_layer(const WeightSource& src, const std::string& p, const configs::WhisperConfig& c,
                                 ops::Precision precision) {
   const int64_t d = c.d_model, ffn = c.decoder_ffn_dim;
   DecoderLayer L;
@@ -65,7 +66,7 @@ Result<DecoderLayer> load_layer(const WeightSource& src, const std::string& p, c
   return L;
 }
 
-Result<DecoderWeights> load_weights(const WeightSource& src, const WhisperConfig& c, ops::Precision precision) {
+Result<DecoderWeights> load_weights(const WeightSource& src, const configs::WhisperConfig& c, ops::Precision precision) {
   const std::string p = whisper::checkpoint_prefix(src, "decoder.embed_tokens.weight");
   const std::string dec = p + "decoder.";
   const int64_t d = c.d_model;
@@ -92,7 +93,7 @@ Result<DecoderWeights> load_weights(const WeightSource& src, const WhisperConfig
 
 class WhisperDecoder final : public Decoder {
  public:
-  WhisperDecoder(WhisperConfig config, DecoderWeights weights) : c_(std::move(config)), w_(std::move(weights)) {}
+  WhisperDecoder(configs::WhisperConfig config, DecoderWeights weights) : c_(std::move(config)), w_(std::move(weights)) {}
 
   Tensor forward(const DecoderBatch& batch, std::span<const KvLayer> kv) override;
   Tensor embed(const Tensor& token_ids) const override { return ops::embedding(w_.embed_tokens, token_ids); }
@@ -113,7 +114,7 @@ class WhisperDecoder final : public Decoder {
   void layer_forward(const DecoderLayer& L, int64_t layer, Tensor& x, const DecoderBatch& batch,
                      const KvLayer& kv) const;
 
-  WhisperConfig c_;
+  configs::WhisperConfig c_;
   DecoderWeights w_;
 };
 
@@ -212,7 +213,7 @@ void WhisperDecoder::layer_forward(const DecoderLayer& L, int64_t layer, Tensor&
   ops::add_(x, ops::linear(cross.view({t, d}), L.encoder_attn_out_proj));
 
   const Tensor h3 = common::layer_norm(x, L.final_layer_norm, kLayerNormEps);
-  ops::add_(x, ops::linear(ops::linear(h3, L.fc1, c_.activation), L.fc2));
+  ops::add_(x, ops::linear(ops::linear(h3, L.fc1, common::op_activation(c_.activation)), L.fc2));
 }
 
 Tensor WhisperDecoder::forward(const DecoderBatch& batch, std::span<const KvLayer> kv) {
@@ -269,7 +270,7 @@ double WhisperDecoder::flops(int64_t tokens, int64_t context) const {
 
 Result<std::unique_ptr<Decoder>> load_whisper_decoder(const std::string& dir, ops::Precision precision) {
   ArenaScope no_arena(nullptr);  // weights outlive every forward's arena
-  PRISM_ASSIGN_OR_RETURN(const WhisperConfig config, read_whisper_config(dir));
+  PRISM_ASSIGN_OR_RETURN(const configs::WhisperConfig config, configs::WhisperConfig::load(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   Result<DecoderWeights> weights = load_weights(src, config, precision);
   if (!weights) return common::in_dir(dir, weights.status());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "models/common/activation.h"
 #include "models/common/transformer_layer.h"
 #include "models/common/weight_loading.h"
 #include "models/whisper/whisper.h"
@@ -39,7 +40,7 @@ struct EncoderWeights {
   std::vector<ops::LinearWeight> cross_kv_proj;
 };
 
-Result<TransformerLayer> load_encoder_layer(const WeightSource& src, const std::string& p, const WhisperConfig& c,
+Result<TransformerLayer> load_encoder_layer(const WeightSource& src, const std::string& p, const configs::WhisperConfig& c,
                                             ops::Precision precision) {
   const int64_t d = c.d_model, ffn = c.encoder_ffn_dim;
   TransformerLayer L;
@@ -52,7 +53,7 @@ Result<TransformerLayer> load_encoder_layer(const WeightSource& src, const std::
   return L;
 }
 
-Result<EncoderWeights> load_encoder_weights(const WeightSource& src, const WhisperConfig& c,
+Result<EncoderWeights> load_encoder_weights(const WeightSource& src, const configs::WhisperConfig& c,
                                             ops::Precision precision) {
   const std::string p = whisper::checkpoint_prefix(src, "encoder.conv1.weight");
   const std::string enc = p + "encoder.";
@@ -83,13 +84,13 @@ Result<EncoderWeights> load_encoder_weights(const WeightSource& src, const Whisp
 
 class WhisperEncoderModel final : public WhisperEncoder {
  public:
-  WhisperEncoderModel(WhisperConfig config, EncoderWeights weights)
+  WhisperEncoderModel(configs::WhisperConfig config, EncoderWeights weights)
       : c_(std::move(config)), w_(std::move(weights)) {
     shape_.hidden_size = c_.d_model;
     shape_.intermediate_size = c_.encoder_ffn_dim;
     shape_.num_heads = int(c_.encoder_heads);
     shape_.layer_norm_eps = kLayerNormEps;
-    shape_.activation.fused = c_.activation;
+    shape_.activation.fused = common::op_activation(c_.activation);
   }
 
   std::vector<std::shared_ptr<const CrossKv>> encode(const Tensor& features) const override;
@@ -102,7 +103,7 @@ class WhisperEncoderModel final : public WhisperEncoder {
  private:
   Tensor forward(const Tensor& features) const;
 
-  WhisperConfig c_;
+  configs::WhisperConfig c_;
   EncoderWeights w_;
   common::TransformerShape shape_;
 };
@@ -204,7 +205,7 @@ double WhisperEncoderModel::flops_per_segment() const {
 
 Result<std::unique_ptr<SpeechEncoder>> load_whisper_encoder(const std::string& dir, ops::Precision precision) {
   ArenaScope no_arena(nullptr);  // weights outlive every forward's arena
-  PRISM_ASSIGN_OR_RETURN(const WhisperConfig config, read_whisper_config(dir));
+  PRISM_ASSIGN_OR_RETURN(const configs::WhisperConfig config, configs::WhisperConfig::load(dir));
   PRISM_ASSIGN_OR_RETURN(const WeightSource src, WeightSource::open(dir));
   Result<EncoderWeights> weights = load_encoder_weights(src, config, precision);
   if (!weights) return common::in_dir(dir, weights.status());

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "engines/generate/generate_frontend.h"
+#include "frontends/generate_frontend.h"
 
 namespace prism::pipelines::transcribe {
 namespace {
@@ -38,7 +38,7 @@ Result<std::shared_ptr<AsrService>> build_service(serving::Deployment& deploymen
       return unavailable("model '" + name + "' failed to load: " + failed.message());
     return unavailable("model '" + name + "' is not ready");
   }
-  auto frontend = std::dynamic_pointer_cast<const engines::generate::GenerateFrontend>(deployment.frontend());
+  auto frontend = std::dynamic_pointer_cast<const frontends::GenerateFrontend>(deployment.frontend());
   if (!frontend || frontend->speech() == nullptr) return invalid_argument(not_speech);
 
   const serving::Knobs& knobs = deployment.config().knobs;

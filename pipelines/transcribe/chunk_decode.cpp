@@ -38,9 +38,9 @@ float log_softmax_at(std::span<const float> row, int32_t token, float max) {
 // whisper's avg_logprob counts it.
 // NOTE: a greedy decode samples end-of-text only where it is the row's maximum, so elsewhere
 // the full softmax sum is skipped (the value noted then is never read): one pass per step.
-class EndOfTextLogprob final : public engines::generate::LogitsProcessor {
+class EndOfTextLogprob final : public frontends::LogitsProcessor {
  public:
-  EndOfTextLogprob(std::unique_ptr<engines::generate::LogitsProcessor> rules, int32_t eot, bool greedy,
+  EndOfTextLogprob(std::unique_ptr<frontends::LogitsProcessor> rules, int32_t eot, bool greedy,
                    std::shared_ptr<ChunkDecodeProbe> probe)
       : rules_(std::move(rules)), eot_(eot), greedy_(greedy), probe_(std::move(probe)) {}
 
@@ -57,7 +57,7 @@ class EndOfTextLogprob final : public engines::generate::LogitsProcessor {
   }
 
  private:
-  std::unique_ptr<engines::generate::LogitsProcessor> rules_;
+  std::unique_ptr<frontends::LogitsProcessor> rules_;
   int32_t eot_;
   bool greedy_;
   std::shared_ptr<ChunkDecodeProbe> probe_;  // shared with the orchestrator; engine thread writes
@@ -65,18 +65,18 @@ class EndOfTextLogprob final : public engines::generate::LogitsProcessor {
 
 }  // namespace
 
-ChunkDecode make_chunk_decode(const engines::generate::GenerateFrontend& frontend, const ChunkDecodeSpec& spec) {
-  const engines::generate::SpeechProcessor* speech = frontend.speech();
+ChunkDecode make_chunk_decode(const frontends::GenerateFrontend& frontend, const ChunkDecodeSpec& spec) {
+  const frontends::SpeechProcessor* speech = frontend.speech();
   PRISM_CHECK(speech != nullptr);
   ChunkDecode d;
   d.probe = std::make_shared<ChunkDecodeProbe>();
-  d.input = std::make_unique<engines::generate::GenerateInput>();
-  engines::generate::GenerateInput& in = *d.input;
+  d.input = std::make_unique<frontends::GenerateInput>();
+  frontends::GenerateInput& in = *d.input;
   in.prompt = speech->prompt(spec.speech);
-  in.audio = engines::generate::AudioSegment{spec.features, spec.frames};
+  in.audio = frontends::AudioSegment{spec.features, spec.frames};
 
   // Whisper samples plainly: no penalties or filters, only the temperature.
-  engines::generate::SamplingParams& p = in.sampling;
+  frontends::SamplingParams& p = in.sampling;
   p.temperature = spec.temperature;
   p.logprobs = true;
   p.n = 1;
@@ -88,14 +88,14 @@ ChunkDecode make_chunk_decode(const engines::generate::GenerateFrontend& fronten
   }
 
   // The observations live in the probe (aliasing pointer): one allocation per decode.
-  std::shared_ptr<std::vector<engines::generate::SpeechObservation>> observations(d.probe, &d.probe->observations);
-  engines::generate::LogitsProcessorFactory rules = speech->rules(spec.speech, std::move(observations));
+  std::shared_ptr<std::vector<frontends::SpeechObservation>> observations(d.probe, &d.probe->observations);
+  frontends::LogitsProcessorFactory rules = speech->rules(spec.speech, std::move(observations));
   if (p.ignore_eos) {
     in.logits_processor = std::move(rules);  // never ends on end-of-text: nothing to note
   } else {
     in.logits_processor = [rules = std::move(rules), eot = speech->eot(), greedy = p.temperature == 0.0f,
-                           probe = d.probe](int choice) -> std::unique_ptr<engines::generate::LogitsProcessor> {
-      std::unique_ptr<engines::generate::LogitsProcessor> inner = rules ? rules(choice) : nullptr;
+                           probe = d.probe](int choice) -> std::unique_ptr<frontends::LogitsProcessor> {
+      std::unique_ptr<frontends::LogitsProcessor> inner = rules ? rules(choice) : nullptr;
       if (choice != 0) return inner;
       return std::make_unique<EndOfTextLogprob>(std::move(inner), eot, greedy, probe);
     };
@@ -103,16 +103,16 @@ ChunkDecode make_chunk_decode(const engines::generate::GenerateFrontend& fronten
   return d;
 }
 
-float whisper_avg_logprob(std::span<const engines::generate::TokenLogprobs> logprobs, std::optional<float> eot_logprob) {
+float whisper_avg_logprob(std::span<const frontends::TokenLogprobs> logprobs, std::optional<float> eot_logprob) {
   double sum = eot_logprob.value_or(0.0f);
-  for (const engines::generate::TokenLogprobs& t : logprobs) sum += t.chosen.logprob;
+  for (const frontends::TokenLogprobs& t : logprobs) sum += t.chosen.logprob;
   return float(sum / double(logprobs.size() + 1));
 }
 
-DecodedChunk read_chunk_decode(const engines::generate::SpeechProcessor& speech, const engines::generate::GenerateOutput& output,
+DecodedChunk read_chunk_decode(const frontends::SpeechProcessor& speech, const frontends::GenerateOutput& output,
                                const ChunkDecodeProbe& probe, float temperature, const QualityThresholds& thresholds) {
   PRISM_CHECK(!output.choices.empty());
-  const engines::generate::ChoiceDelta& c = output.choices.front();
+  const frontends::ChoiceDelta& c = output.choices.front();
   DecodedChunk d;
   d.temperature = temperature;
   d.tokens = c.tokens;
@@ -127,10 +127,10 @@ DecodedChunk read_chunk_decode(const engines::generate::SpeechProcessor& speech,
   // generated tokens. They are prompt in whisper's terms: not in the mean.
   size_t skip = 0;
   while (skip < c.tokens.size() && c.tokens[skip] > speech.eot() && c.tokens[skip] < speech.timestamp_begin()) ++skip;
-  std::span<const engines::generate::TokenLogprobs> logprobs(c.logprobs);
+  std::span<const frontends::TokenLogprobs> logprobs(c.logprobs);
   logprobs = logprobs.subspan(std::min(skip, logprobs.size()));
   std::optional<float> eot;
-  if (c.finish == engines::generate::FinishReason::stop && probe.last_step == int64_t(c.tokens.size())) eot = probe.eot_logprob;
+  if (c.finish == frontends::FinishReason::stop && probe.last_step == int64_t(c.tokens.size())) eot = probe.eot_logprob;
   d.avg_logprob = whisper_avg_logprob(logprobs, eot);
   d.verdict = judge(d.compression_ratio, d.avg_logprob, d.no_speech_prob, thresholds);
   return d;

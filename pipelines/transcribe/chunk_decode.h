@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
-#include "engines/generate/speech_processor.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
+#include "frontends/speech_processor.h"
 #include "pipelines/transcribe/quality.h"
 
 namespace prism::pipelines::transcribe {
 
 struct ChunkDecodeSpec {
-  engines::generate::SpeechDecodeOptions speech;                // task, language, timestamps, previous, segment_seconds
+  frontends::SpeechDecodeOptions speech;                // task, language, timestamps, previous, segment_seconds
   std::shared_ptr<const std::vector<float>> features;  // [num_mel_bins, frames] f32, shared by re-runs
   int64_t frames = 0;
   float temperature = 0.0f;
@@ -30,7 +30,7 @@ struct ChunkDecodeSpec {
 // What the engine thread records while the chunk decodes (through the logit hooks); read by
 // the completion callback, after the request completed.
 struct ChunkDecodeProbe {
-  std::vector<engines::generate::SpeechObservation> observations = std::vector<engines::generate::SpeechObservation>(1);
+  std::vector<frontends::SpeechObservation> observations = std::vector<frontends::SpeechObservation>(1);
   // The end-of-text token's logprob in the processed row of the last step seen, and that
   // step's index (= tokens generated before it): whisper counts the end-of-text in its mean.
   int64_t last_step = -1;
@@ -38,13 +38,13 @@ struct ChunkDecodeProbe {
 };
 
 struct ChunkDecode {
-  std::unique_ptr<engines::generate::GenerateInput> input;
+  std::unique_ptr<frontends::GenerateInput> input;
   std::shared_ptr<ChunkDecodeProbe> probe;
 };
 
 // The request's input (n = 1, logprobs on, max_tokens = the model's max_new_tokens() or what
 // the context leaves). frontend.speech() must not be null.
-ChunkDecode make_chunk_decode(const engines::generate::GenerateFrontend& frontend, const ChunkDecodeSpec& spec);
+ChunkDecode make_chunk_decode(const frontends::GenerateFrontend& frontend, const ChunkDecodeSpec& spec);
 
 struct DecodedChunk {
   float temperature = 0.0f;
@@ -59,13 +59,13 @@ struct DecodedChunk {
 };
 
 // Reads choice 0 of a completed chunk decode.
-DecodedChunk read_chunk_decode(const engines::generate::SpeechProcessor& speech, const engines::generate::GenerateOutput& output,
+DecodedChunk read_chunk_decode(const frontends::SpeechProcessor& speech, const frontends::GenerateOutput& output,
                                const ChunkDecodeProbe& probe, float temperature,
                                const QualityThresholds& thresholds = {});
 
 // whisper's mean: (sum of the chosen tokens' logprobs + the end-of-text's when the decode
 // ended on it) / (tokens + 1), the end-of-text counted in the +1 either way.
-float whisper_avg_logprob(std::span<const engines::generate::TokenLogprobs> logprobs, std::optional<float> eot_logprob);
+float whisper_avg_logprob(std::span<const frontends::TokenLogprobs> logprobs, std::optional<float> eot_logprob);
 
 // Of a chunk's attempts (none passed the checks), the one whisper keeps: the highest
 // avg_logprob among those within the compression-ratio threshold, else among all

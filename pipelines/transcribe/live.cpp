@@ -20,8 +20,8 @@
 
 #include "base/check.h"
 #include "base/log.h"
-#include "engines/generate/generate_payload.h"
-#include "engines/generate/speech_processor.h"
+#include "frontends/generate_payload.h"
+#include "frontends/speech_processor.h"
 #include "pipelines/transcribe/chunk_decode.h"
 #include "pipelines/transcribe/quality.h"
 #include "media/audio.h"
@@ -31,7 +31,7 @@ namespace prism::pipelines::transcribe {
 
 namespace {
 
-using engines::generate::SpeechProcessor;
+using frontends::SpeechProcessor;
 using serving::Clock;
 
 constexpr int64_t kRate = media::kSpeechSampleRate;
@@ -145,7 +145,7 @@ Transcript transcript_of(const DecodedChunk& d, const DecodeJob& job, const Spee
     return t;
   }
   const double start_s = to_seconds(job.start), end_s = to_seconds(job.end);
-  for (engines::generate::TimedText& piece : speech.segments(d.tokens, t.duration)) {
+  for (frontends::TimedText& piece : speech.segments(d.tokens, t.duration)) {
     Segment s;
     s.id = static_cast<int>(t.segments.size());
     s.seek = job.start;
@@ -167,7 +167,7 @@ Transcript transcript_of(const DecodedChunk& d, const DecodeJob& job, const Spee
 Result<DecodedChunk> read_decode(Result<serving::PayloadPtr>& result, const SpeechProcessor& speech,
                                  const ChunkDecodeProbe& probe, float temperature) {
   if (!result.has_value()) return result.status();
-  auto* out = dynamic_cast<engines::generate::GenerateOutput*>(result.value().get());
+  auto* out = dynamic_cast<frontends::GenerateOutput*>(result.value().get());
   if (out == nullptr || out->choices.empty()) return internal_error("the engine returned no choice for a live decode");
   return read_chunk_decode(speech, *out, probe, temperature);
 }
@@ -533,9 +533,9 @@ class LiveStreamImpl final : public LiveStream, public std::enable_shared_from_t
     jobs.push_back(std::move(job));
   }
 
-  engines::generate::SpeechDecodeOptions decode_options(bool final, double seconds) const {
-    engines::generate::SpeechDecodeOptions o;
-    o.task = engines::generate::SpeechTask::transcribe;
+  frontends::SpeechDecodeOptions decode_options(bool final, double seconds) const {
+    frontends::SpeechDecodeOptions o;
+    o.task = frontends::SpeechTask::transcribe;
     o.language = config_.options.language;
     o.timestamps = final;
     o.previous = config_.prompt_tokens;

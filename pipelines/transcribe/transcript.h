@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "engines/generate/speech_processor.h"
+#include "frontends/speech_processor.h"
 
 namespace prism::pipelines::transcribe {
 
 struct TranscribeOptions {
-  engines::generate::SpeechTask task = engines::generate::SpeechTask::transcribe;
+  frontends::SpeechTask task = frontends::SpeechTask::transcribe;
   std::optional<std::string> language;  // checked by SpeechProcessor::check_language; none: detect
   std::string prompt;                   // OpenAI `prompt`: conditions the first chunk's decode
   // OpenAI `temperature`: 0 (the default) decodes greedily and falls back through 0.2, 0.4, ...

@@ -88,7 +88,7 @@ class LongFormTranscription final : public Transcription {
   const TranscriptionContext context_;
   const TranscribeOptions options_;
   const TranscriptionEvents events_;
-  const engines::generate::SpeechProcessor* speech_ = nullptr;  // context_.frontend's
+  const frontends::SpeechProcessor* speech_ = nullptr;  // context_.frontend's
   const QualityThresholds thresholds_{};
   Clock::time_point started_{};
 
@@ -218,7 +218,7 @@ void LongFormTranscription::on_complete(size_t k, float temperature, const std::
     ChunkState& c = chunks_[k];
     c.running.reset();
     if (finished_) return;
-    const auto* output = result ? dynamic_cast<const engines::generate::GenerateOutput*>(result->get()) : nullptr;
+    const auto* output = result ? dynamic_cast<const frontends::GenerateOutput*>(result->get()) : nullptr;
     if (!result) {
       fail_locked(result.status(), to_cancel);
     } else if (output == nullptr || output->choices.empty()) {
@@ -274,7 +274,7 @@ void LongFormTranscription::finalize_locked(size_t k) {
   if (d.verdict == Verdict::silence) {
     ++transcript_.stats.silent_chunks;
   } else {
-    for (engines::generate::TimedText& t : speech_->segments(d.tokens, chunk_end - chunk_start)) {
+    for (frontends::TimedText& t : speech_->segments(d.tokens, chunk_end - chunk_start)) {
       if (blank(t.text)) continue;
       Segment s;
       s.seek = c.chunk.start;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engines/generate/generate_frontend.h"
+#include "frontends/generate_frontend.h"
 #include "pipelines/transcribe/transcript.h"
 #include "pipelines/transcribe/voice_activity.h"
 #include "serving/config.h"
@@ -59,7 +59,7 @@ struct AsrMetrics {
 // What a caller gives: the deployment's frontend (its speech() processor), its VAD and how to
 // queue one chunk request on it (api/app wrap Deployment::submit with deadlines and ids).
 struct TranscriptionContext {
-  std::shared_ptr<const engines::generate::GenerateFrontend> frontend;
+  std::shared_ptr<const frontends::GenerateFrontend> frontend;
   std::shared_ptr<const VoiceActivity> vad;
   TranscribeSettings settings;
   std::function<Status(serving::RequestPtr)> submit;

@@ -41,7 +41,7 @@ namespace prism::api {
 namespace {
 
 using nlohmann::json;
-using engines::generate::SpeechTask;
+using frontends::SpeechTask;
 
 constexpr int64_t kWhisperVocab = 51865;
 

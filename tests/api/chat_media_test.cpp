@@ -22,7 +22,6 @@ namespace prism::api {
 namespace {
 
 namespace fs = std::filesystem;
-namespace gen = engines::generate;
 using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
@@ -105,13 +104,13 @@ std::string vlm_dir(const std::string& name, int max_positions = 2048) {
   return dir.string();
 }
 
-std::shared_ptr<const gen::GenerateFrontend> load_frontend(const std::string& dir, serving::Knobs knobs = {}) {
+std::shared_ptr<const frontends::GenerateFrontend> load_frontend(const std::string& dir, serving::Knobs knobs = {}) {
   serving::DeploymentConfig c;
   c.name = "tiny";
   c.task = "chat";
   c.model = dir;
   c.knobs = std::move(knobs);
-  auto fe = gen::GenerateFrontend::load(c);
+  auto fe = frontends::GenerateFrontend::load(c);
   EXPECT_TRUE(fe.has_value()) << fe.status().to_string();
   return fe.has_value() ? *fe : nullptr;
 }
@@ -150,13 +149,13 @@ TEST(ChatMedia, ReadsImageAndVideoPartsInOrder) {
                        {"role": "assistant", "content": null, "tool_calls": []}]})");
   ASSERT_TRUE(r.chat.has_value()) << r.error.message;
   ASSERT_EQ(r.media.size(), 3u);
-  EXPECT_EQ(r.media[0].kind, gen::MediaItem::Kind::image);
+  EXPECT_EQ(r.media[0].kind, frontends::MediaItem::Kind::image);
   EXPECT_EQ(r.media[0].url, "data:a");
   EXPECT_EQ(r.media[0].detail, "low");
   EXPECT_EQ(r.media[0].name, "messages[1].content[1]");
   EXPECT_EQ(r.media[1].url, "data:b");
   EXPECT_EQ(r.media[1].detail, "auto");
-  EXPECT_EQ(r.media[2].kind, gen::MediaItem::Kind::video);
+  EXPECT_EQ(r.media[2].kind, frontends::MediaItem::Kind::video);
   EXPECT_EQ(r.media[2].name, "messages[1].content[3]");
   const ojson& m = r.chat->messages;
   // Every content is a list of parts; both media kinds are {"type": "image"} for the template.
@@ -236,7 +235,7 @@ struct VlmCall {
   ApiError error;
 };
 
-VlmCall call(const gen::GenerateFrontend& fe, const std::string& body_text) {
+VlmCall call(const frontends::GenerateFrontend& fe, const std::string& body_text) {
   VlmCall c;
   const ojson body = ojson::parse(body_text);
   std::vector<MediaPart> media;
@@ -339,7 +338,7 @@ TEST(ChatMedia, VideoPartsFillVideoTokens) {
                    {"type": "text", "text": "What happens?"}]}]})");
   ASSERT_TRUE(c.prompt.has_value()) << c.error.message;
   ASSERT_EQ(c.prompt->media.size(), 1u);
-  EXPECT_EQ(c.prompt->media[0].kind, gen::MediaItem::Kind::video);
+  EXPECT_EQ(c.prompt->media[0].kind, frontends::MediaItem::Kind::video);
   EXPECT_EQ(c.prompt->frames, 6);
   EXPECT_EQ(c.prompt->video_tokens, 6 * 4);  // video_spatial_pool 2 by default: 4 × 4 → 2 × 2
   EXPECT_EQ(c.prompt->image_tokens, 0);

@@ -13,7 +13,6 @@
 namespace prism::api {
 namespace {
 
-namespace gen = engines::generate;
 using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
@@ -150,14 +149,14 @@ TEST(GenerateFields, EveryErrorNamesItsParameter) {
 }
 
 TEST(GenerateFields, SamplingParamsOverTheModelDefaults) {
-  gen::SamplingParams defaults;
+  frontends::SamplingParams defaults;
   defaults.temperature = 0.6f;
   defaults.top_p = 0.9f;
   defaults.top_k = 20;
   Read r = read(R"({"temperature": 0, "stop": ["x"], "seed": 3, "n": 2, "logprobs": true, "top_logprobs": 2,
                     "min_tokens": 1})");
   ASSERT_FALSE(r.error);
-  Result<gen::SamplingParams> p = to_sampling_params(r.fields, defaults, 12, {7});
+  Result<frontends::SamplingParams> p = to_sampling_params(r.fields, defaults, 12, {7});
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->temperature, 0.0f);  // set by the request
   EXPECT_FLOAT_EQ(p->top_p, 0.9f);  // the model's
@@ -172,7 +171,7 @@ TEST(GenerateFields, SamplingParamsOverTheModelDefaults) {
   EXPECT_EQ(p->top_logprobs, 2);
 
   Read m = read(R"({"min_tokens": 20})");
-  Result<gen::SamplingParams> bad = to_sampling_params(m.fields, defaults, 10, {});
+  Result<frontends::SamplingParams> bad = to_sampling_params(m.fields, defaults, 10, {});
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.status().message().find("min_tokens (20) is more than max_tokens (10)"), std::string::npos);
 }

@@ -11,7 +11,6 @@
 namespace prism::api {
 namespace {
 
-namespace gen = engines::generate;
 using nlohmann::json;
 
 // Token t's text is "<t>", except 7 → "é" (two bytes) and 8 → the same text as 9.
@@ -32,19 +31,19 @@ ReplyHeader header(GenerateApi api, bool include_usage = false) {
   return h;
 }
 
-std::vector<gen::TokenLogprobs> two_logprobs() {
+std::vector<frontends::TokenLogprobs> two_logprobs() {
   return {{{7, -0.5f}, {{7, -0.5f}, {3, -1.25f}}}, {{8, -0.25f}, {{8, -0.25f}, {9, -2.0f}}}};
 }
 
 TEST(ChatResponse, WholeResponse) {
-  const std::vector<gen::TokenLogprobs> lps = two_logprobs();
+  const std::vector<frontends::TokenLogprobs> lps = two_logprobs();
   std::vector<FinalChoice> choices(2);
   choices[0].index = 0;
   choices[0].text = "Hello";
-  choices[0].finish = gen::FinishReason::length;
+  choices[0].finish = frontends::FinishReason::length;
   choices[1].index = 1;
   choices[1].text = "Bye";
-  choices[1].finish = gen::FinishReason::stop;
+  choices[1].finish = frontends::FinishReason::stop;
   choices[1].logprobs = lps;
   choices[1].has_logprobs = true;
   Usage usage{10, 6, 4};
@@ -91,7 +90,7 @@ TEST(ChatResponse, Chunks) {
                                    {"finish_reason", nullptr}}));
   EXPECT_FALSE(j.contains("usage"));
 
-  const std::vector<gen::TokenLogprobs> lps = two_logprobs();
+  const std::vector<frontends::TokenLogprobs> lps = two_logprobs();
   StreamPiece text;
   text.text = "\xc3\xa9x";
   text.logprobs = lps;
@@ -101,7 +100,7 @@ TEST(ChatResponse, Chunks) {
   EXPECT_TRUE(j.contains("usage") && j["usage"].is_null());
 
   StreamPiece finish;
-  finish.finish = gen::FinishReason::stop;
+  finish.finish = frontends::FinishReason::stop;
   j = json::parse(chunk_json(header(GenerateApi::chat), finish, token_text, offset));
   EXPECT_EQ(j["choices"][0]["delta"], json::object());
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
@@ -113,7 +112,7 @@ TEST(ChatResponse, Chunks) {
 }
 
 TEST(CompletionsResponse, LegacyLogprobsAndOffsets) {
-  const std::vector<gen::TokenLogprobs> lps = two_logprobs();
+  const std::vector<frontends::TokenLogprobs> lps = two_logprobs();
   int64_t offset = 5;  // after an echoed prompt of five bytes
   const json j = legacy_logprobs_json(lps, token_text, offset);
   EXPECT_EQ(j["tokens"], json({"\xc3\xa9", "x"}));
@@ -125,14 +124,14 @@ TEST(CompletionsResponse, LegacyLogprobsAndOffsets) {
 }
 
 TEST(CompletionsResponse, WholeResponseAndChunks) {
-  const std::vector<gen::TokenLogprobs> lps = two_logprobs();
+  const std::vector<frontends::TokenLogprobs> lps = two_logprobs();
   std::vector<FinalChoice> choices(1);
   choices[0].index = 3;
   choices[0].text = "Once\xc3\xa9x";
   choices[0].logprobs = lps;
   choices[0].has_logprobs = true;
   choices[0].text_offset = 4;
-  choices[0].finish = gen::FinishReason::length;
+  choices[0].finish = frontends::FinishReason::length;
   json j = json::parse(response_json(header(GenerateApi::completions), choices, Usage{4, 2, 0}, token_text));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["id"], "cmpl-r1");
@@ -150,14 +149,14 @@ TEST(CompletionsResponse, WholeResponseAndChunks) {
   EXPECT_EQ(j["choices"][0], json({{"index", 2}, {"text", "abc"}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
   StreamPiece finish;
   finish.index = 2;
-  finish.finish = gen::FinishReason::stop;
+  finish.finish = frontends::FinishReason::stop;
   j = json::parse(chunk_json(header(GenerateApi::completions), finish, token_text, offset));
   EXPECT_EQ(j["choices"][0]["text"], "");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
 }
 
 TEST(ChatResponse, LogprobsPrintAsFloats) {
-  const std::vector<gen::TokenLogprobs> lps = {{{3, -0.1f}, {}}};
+  const std::vector<frontends::TokenLogprobs> lps = {{{3, -0.1f}, {}}};
   const std::string chat = chat_logprobs_json(lps, token_text).dump();
   EXPECT_NE(chat.find(R"("logprob":-0.1,)"), std::string::npos) << chat;
   int64_t offset = 0;

@@ -31,7 +31,7 @@
 namespace prism::api {
 namespace {
 
-using engines::encode::EmbedFrontend;
+using frontends::EmbedFrontend;
 using nlohmann::json;
 
 Result<EmbeddingInputs> parse(std::string_view text) { return parse_embedding_input(json::parse(text)); }
@@ -113,7 +113,7 @@ TEST(EmbeddingsImageInput, PreparedImagesAndTextsNameTheirPositions) {
   const std::string png = test::png_data_url(test::test_image(40, 30, 1));
   Result<EmbeddingInputs> in = parse_embedding_input(json{"a cat", json{{"image", png}}, "a dog"});
   ASSERT_TRUE(in.has_value()) << in.status().message();
-  Result<std::vector<engines::encode::EmbedImage>> images = prepare_images(in.value(), *fe);
+  Result<std::vector<frontends::EmbedImage>> images = prepare_images(in.value(), *fe);
   ASSERT_TRUE(images.has_value()) << images.status().message();
   ASSERT_EQ(images->size(), 1u);
   EXPECT_EQ((*images)[0].index, 1u);
@@ -149,7 +149,7 @@ TEST(EmbeddingsImageInput, BadImagesAre400sNamingTheElement) {
     Result<EmbeddingInputs> in = parse_embedding_input(input);
     EXPECT_TRUE(in.has_value()) << in.status().message();
     if (!in.has_value()) return Status();
-    Result<std::vector<engines::encode::EmbedImage>> images = prepare_images(in.value(), *fe);
+    Result<std::vector<frontends::EmbedImage>> images = prepare_images(in.value(), *fe);
     EXPECT_FALSE(images.has_value()) << input.dump();
     return images.status();
   };

@@ -17,7 +17,7 @@
 namespace prism::api {
 namespace {
 
-using engines::encode::EmbedFrontend;
+using frontends::EmbedFrontend;
 
 constexpr int32_t kCls = 101, kSep = 102;  // bert-base-uncased
 

@@ -155,7 +155,7 @@ TEST(TranscriptFormat, VerboseJson) {
             R"("usage":{"type":"duration","seconds":3726},)"
             R"("prism":{"chunks":2,"rerun_chunks":1,"silent_chunks":0,"speech_seconds":67.062,"decoded_tokens":42}})");
   // A translation's language is the output's.
-  r.task = engines::generate::SpeechTask::translate;
+  r.task = frontends::SpeechTask::translate;
   r.language_name = "french";
   const std::string translated = render_transcript(two_segments(), TranscriptFormat::verbose_json, r);
   EXPECT_EQ(translated.rfind(R"({"task":"translate","language":"english","duration":3725.3,)", 0), 0u) << translated;

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "engines/generate/generate_engine_factory.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
 #include "models/llama/llama.h"
 #include "runtime/compute_gate.h"
 #include "runtime/threads.h"
@@ -81,7 +81,7 @@ class ChatDeployment {
   // `n` greedy requests of `tokens` tokens each, prompts of 24 to 40 ids.
   void submit(int n, int tokens, Waiter& w) {
     for (int i = 0; i < n; ++i) {
-      auto in = std::make_unique<GenerateInput>();
+      auto in = std::make_unique<frontends::GenerateInput>();
       for (int t = 0; t < 24 + 2 * i; ++t) in->prompt.push_back(5 + (t * 7 + i) % 200);
       in->sampling.temperature = 0.0f;
       in->sampling.max_tokens = tokens;

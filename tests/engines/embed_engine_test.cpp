@@ -14,9 +14,9 @@
 #include <map>
 #include <set>
 
-#include "engines/encode/embed_frontend.h"
-#include "engines/encode/embed_payload.h"
 #include "fake_encoder.h"
+#include "frontends/embed_frontend.h"
+#include "frontends/embed_payload.h"
 #include "runtime/threads.h"
 #include "serving/deployment.h"
 #include "serving/echo_engine.h"
@@ -46,7 +46,7 @@ class Collector {
       ++e.calls;
       e.status = r.status();
       if (r.has_value()) {
-        auto* out = dynamic_cast<EmbedOutput*>(r.value().get());
+        auto* out = dynamic_cast<frontends::EmbedOutput*>(r.value().get());
         if (out) {
           e.dims = out->dims;
           e.vectors = out->vectors;
@@ -91,7 +91,7 @@ struct FakeDeployment {
     c.model = test::FakeModelDir{}.write(name);
     c.replicas = replicas;
     c.knobs = std::move(knobs);
-    auto loader = [log = log, gate = gate](const EmbedFrontend& fe,
+    auto loader = [log = log, gate = gate](const frontends::EmbedFrontend& fe,
                                            ops::Precision) -> Result<std::unique_ptr<models::Encoder>> {
       return std::unique_ptr<models::Encoder>(std::make_unique<FakeEncoder>(kHidden, fe.max_tokens(), log, gate));
     };
@@ -105,7 +105,7 @@ struct FakeDeployment {
     gate->open();
     d->stop();
   }
-  const EmbedFrontend& frontend() const { return dynamic_cast<const EmbedFrontend&>(*d->frontend()); }
+  const frontends::EmbedFrontend& frontend() const { return dynamic_cast<const frontends::EmbedFrontend&>(*d->frontend()); }
 
   std::shared_ptr<EncodeLog> log = std::make_shared<EncodeLog>();
   std::shared_ptr<CallGate> gate = std::make_shared<CallGate>();
@@ -115,7 +115,7 @@ struct FakeDeployment {
 
 RequestPtr embed_request(Collector& col, const std::string& key, std::vector<std::vector<int32_t>> seqs,
                          Lane lane = Lane::online, int64_t dims = 0) {
-  auto in = std::make_unique<EmbedInput>();
+  auto in = std::make_unique<frontends::EmbedInput>();
   int64_t tokens = 0;
   for (const auto& s : seqs) tokens += int64_t(s.size());
   in->sequences = std::move(seqs);

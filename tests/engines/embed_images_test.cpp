@@ -17,11 +17,11 @@
 
 #include "embed_dual_encoder_dir.h"
 #include "engines/encode/embed_engine.h"
-#include "engines/encode/embed_frontend.h"
-#include "engines/encode/embed_payload.h"
 #include "engines/encode/embedder.h"
 #include "engines/encode/media_cache.h"
 #include "fake_encoder.h"
+#include "frontends/embed_frontend.h"
+#include "frontends/embed_payload.h"
 #include "models/pooling.h"
 #include "models/vision/dual_encoder.h"
 #include "serving/deployment.h"
@@ -44,8 +44,8 @@ std::string model_dir(const std::string& family) {
   return dir.has_value() ? dir.value() : std::string();
 }
 
-std::shared_ptr<const EmbedFrontend> frontend(const std::string& family, const serving::Knobs& knobs = {}) {
-  Result<std::shared_ptr<const EmbedFrontend>> fe = EmbedFrontend::load(model_dir(family), knobs);
+std::shared_ptr<const frontends::EmbedFrontend> frontend(const std::string& family, const serving::Knobs& knobs = {}) {
+  Result<std::shared_ptr<const frontends::EmbedFrontend>> fe = frontends::EmbedFrontend::load(model_dir(family), knobs);
   EXPECT_TRUE(fe.has_value()) << fe.status().to_string();
   return fe.has_value() ? fe.value() : nullptr;
 }
@@ -54,8 +54,8 @@ std::shared_ptr<const EmbedFrontend> frontend(const std::string& family, const s
 std::string frontend_dir(const std::string& family) {
   return test::dual_encoder_frontend_dir(family, "embed_images_frontend_" + family);
 }
-std::shared_ptr<const EmbedFrontend> frontend_only(const std::string& family, const serving::Knobs& knobs = {}) {
-  Result<std::shared_ptr<const EmbedFrontend>> fe = EmbedFrontend::load(frontend_dir(family), knobs);
+std::shared_ptr<const frontends::EmbedFrontend> frontend_only(const std::string& family, const serving::Knobs& knobs = {}) {
+  Result<std::shared_ptr<const frontends::EmbedFrontend>> fe = frontends::EmbedFrontend::load(frontend_dir(family), knobs);
   EXPECT_TRUE(fe.has_value()) << fe.status().to_string();
   return fe.has_value() ? fe.value() : nullptr;
 }
@@ -106,7 +106,7 @@ struct CountedEmbedder {
   std::shared_ptr<std::atomic<int64_t>> calls = std::make_shared<std::atomic<int64_t>>(0);
 };
 
-CountedEmbedder counted_embedder(std::shared_ptr<const EmbedFrontend> fe, EmbedderOptions options = {}) {
+CountedEmbedder counted_embedder(std::shared_ptr<const frontends::EmbedFrontend> fe, EmbedderOptions options = {}) {
   CountedEmbedder c;
   Result<models::DualEncoderModel> m = models::load_dual_encoder(fe->model_dir(), options.precision);
   EXPECT_TRUE(m.has_value()) << m.status().to_string();
@@ -118,16 +118,16 @@ CountedEmbedder counted_embedder(std::shared_ptr<const EmbedFrontend> fe, Embedd
   return c;
 }
 
-EmbedImage prepared(const EmbedFrontend& fe, int seed, int w = 40, int h = 30) {
-  Result<EmbedImage> im = fe.prepare_image(test::test_image(w, h, seed));
+frontends::EmbedImage prepared(const frontends::EmbedFrontend& fe, int seed, int w = 40, int h = 30) {
+  Result<frontends::EmbedImage> im = fe.prepare_image(test::test_image(w, h, seed));
   EXPECT_TRUE(im.has_value()) << im.status().to_string();
-  return im.has_value() ? im.value() : EmbedImage{};
+  return im.has_value() ? im.value() : frontends::EmbedImage{};
 }
 
-std::vector<float> embed_images(Embedder& e, const std::vector<EmbedImage>& images, EmbedStats* stats = nullptr,
+std::vector<float> embed_images(Embedder& e, const std::vector<frontends::EmbedImage>& images, EmbedStats* stats = nullptr,
                                 int64_t dims = 0) {
   std::vector<ImageRef> refs;
-  for (const EmbedImage& im : images) refs.push_back({im.views.get(), im.key});
+  for (const frontends::EmbedImage& im : images) refs.push_back({im.views.get(), im.key});
   const int64_t out_dims = dims ? dims : e.frontend().dims();
   std::vector<float> out(images.size() * size_t(out_dims));
   e.embed_images_into(refs, dims, out, stats);
@@ -143,7 +143,7 @@ TEST(EmbedImagesFrontend, ClipReadsBothTowersAndItsTokenizer) {
   EXPECT_EQ(fe->dims(), 48);        // projection_dim
   EXPECT_EQ(fe->max_tokens(), 16);  // text_config.max_position_embeddings
   EXPECT_EQ(fe->vocab_size(), test::kDualVocab);
-  EXPECT_EQ(fe->pooling(), Pooling::last_token);
+  EXPECT_EQ(fe->pooling(), configs::Pooling::last_token);
   EXPECT_TRUE(fe->normalize());
   EXPECT_TRUE(fe->accepts_images());
   EXPECT_FALSE(fe->pads_to_max_tokens());
@@ -200,11 +200,11 @@ TEST(EmbedImagesFrontend, MatryoshkaDimsOnlyWhenConfigured) {
 
 TEST(EmbedImagesFrontend, KnobsOfADualEncoder) {
   const std::string dir = frontend_dir("clip");
-  auto pooled = EmbedFrontend::load(dir, knobs_of({{"pooling", std::string("mean")}}));
+  auto pooled = frontends::EmbedFrontend::load(dir, knobs_of({{"pooling", std::string("mean")}}));
   ASSERT_FALSE(pooled.has_value());
   EXPECT_NE(pooled.status().message().find("last token"), std::string::npos) << pooled.status().message();
-  EXPECT_FALSE(EmbedFrontend::load(dir, knobs_of({{"max_encoder_views", int64_t{0}}})).has_value());
-  EXPECT_FALSE(EmbedFrontend::load(dir, knobs_of({{"max_image_pixels", int64_t{-1}}})).has_value());
+  EXPECT_FALSE(frontends::EmbedFrontend::load(dir, knobs_of({{"max_encoder_views", int64_t{0}}})).has_value());
+  EXPECT_FALSE(frontends::EmbedFrontend::load(dir, knobs_of({{"max_image_pixels", int64_t{-1}}})).has_value());
 
   auto fe = frontend_only("clip", knobs_of({{"allowed_media_hosts", std::string(" images.example.com, *.cdn.org ")},
                                        {"allowed_local_media_dir", std::string("/srv/media")},
@@ -216,7 +216,7 @@ TEST(EmbedImagesFrontend, KnobsOfADualEncoder) {
   EXPECT_EQ(fe->media_policy().max_bytes, 1000000);
   EXPECT_EQ(fe->image_limits().max_pixels, 1000);
   // 40 × 30 = 1200 pixels, past the deployment's limit of 1000.
-  Result<EmbedImage> big = fe->prepare_image_url(test::png_data_url(test::test_image(40, 30, 1)));
+  Result<frontends::EmbedImage> big = fe->prepare_image_url(test::png_data_url(test::test_image(40, 30, 1)));
   ASSERT_FALSE(big.has_value());
   EXPECT_EQ(big.status().code(), StatusCode::invalid_argument);
   EXPECT_NE(big.status().message().find("1000"), std::string::npos) << big.status().message();
@@ -230,13 +230,13 @@ TEST(EmbedImagesFrontend, SpaceIdCoversThePreprocessor) {
   const std::string copy = test::scratch_dir("embed_images_space_copy");
   for (const auto& entry : fs::directory_iterator(dir))
     fs::copy_file(entry.path(), copy + "/" + entry.path().filename().string(), fs::copy_options::overwrite_existing);
-  auto same = EmbedFrontend::load(copy);
+  auto same = frontends::EmbedFrontend::load(copy);
   ASSERT_TRUE(same.has_value()) << same.status().to_string();
   EXPECT_EQ(same.value()->space_id(), fe->space_id());
   nlohmann::json pre = test::preprocessor_json("clip");
   pre["image_mean"] = {0.5, 0.5, 0.5};
   std::ofstream(copy + "/preprocessor_config.json") << pre.dump();
-  auto other = EmbedFrontend::load(copy);
+  auto other = frontends::EmbedFrontend::load(copy);
   ASSERT_TRUE(other.has_value()) << other.status().to_string();
   EXPECT_NE(other.value()->space_id(), fe->space_id());
 }
@@ -244,7 +244,7 @@ TEST(EmbedImagesFrontend, SpaceIdCoversThePreprocessor) {
 TEST(EmbedImagesFrontend, PreparedImagesAreKeyedByContent) {
   auto fe = frontend_only("clip");
   ASSERT_TRUE(fe);
-  const EmbedImage a = prepared(*fe, 1), a_again = prepared(*fe, 1), b = prepared(*fe, 2);
+  const frontends::EmbedImage a = prepared(*fe, 1), a_again = prepared(*fe, 1), b = prepared(*fe, 2);
   ASSERT_TRUE(a.views && b.views);
   EXPECT_EQ(a.views->num_views, 1);
   EXPECT_EQ(a.views->side, 32);
@@ -252,19 +252,19 @@ TEST(EmbedImagesFrontend, PreparedImagesAreKeyedByContent) {
   EXPECT_NE(a.key, b.key);
   EXPECT_TRUE(fe->check_image(a).ok());
   // The same pixels sent as a PNG data URL: the same key.
-  Result<EmbedImage> via_url = fe->prepare_image_url(test::png_data_url(test::test_image(40, 30, 1)));
+  Result<frontends::EmbedImage> via_url = fe->prepare_image_url(test::png_data_url(test::test_image(40, 30, 1)));
   ASSERT_TRUE(via_url.has_value()) << via_url.status().to_string();
   EXPECT_EQ(via_url->key, a.key);
-  Result<EmbedImage> corrupt = fe->prepare_image_url("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB");
+  Result<frontends::EmbedImage> corrupt = fe->prepare_image_url("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB");
   ASSERT_FALSE(corrupt.has_value());
   EXPECT_EQ(corrupt.status().code(), StatusCode::invalid_argument);
 }
 
 TEST(EmbedImagesFrontend, TextOnlyModelsTakeNoImages) {
-  auto fe = EmbedFrontend::load(test::FakeModelDir{}.write("embed_images_bert"));
+  auto fe = frontends::EmbedFrontend::load(test::FakeModelDir{}.write("embed_images_bert"));
   ASSERT_TRUE(fe.has_value()) << fe.status().to_string();
   EXPECT_FALSE(fe.value()->accepts_images());
-  Result<EmbedImage> im = fe.value()->prepare_image(test::test_image(8, 8, 1));
+  Result<frontends::EmbedImage> im = fe.value()->prepare_image(test::test_image(8, 8, 1));
   ASSERT_FALSE(im.has_value());
   EXPECT_EQ(im.status().code(), StatusCode::failed_precondition);
   EXPECT_NE(im.status().message().find("takes no images"), std::string::npos);
@@ -297,7 +297,7 @@ TEST_P(EmbedImagesFamily, ImageVectorIsTheModelsEmbedImagesNormalised) {
   MediaCache::shared().clear();
   Result<std::unique_ptr<Embedder>> e = Embedder::load(fe, {});
   ASSERT_TRUE(e.has_value()) << e.status().to_string();
-  const std::vector<EmbedImage> images = {prepared(*fe, 4), prepared(*fe, 5, 25, 60)};
+  const std::vector<frontends::EmbedImage> images = {prepared(*fe, 4), prepared(*fe, 5, 25, 60)};
   const std::vector<float> got = embed_images(*e.value(), images);
 
   Result<models::DualEncoderModel> m = models::load_dual_encoder(fe->model_dir(), ops::Precision::f32);
@@ -332,7 +332,7 @@ TEST_P(EmbedImagesFamily, VectorsMatchThePyTorchReference) {
   // Images: the reference's pixel values as preprocessed views.
   const int64_t num_views = pixels->size(0), view = 3 * 32 * 32;
   const Tensor px = pixels->contiguous();
-  std::vector<EmbedImage> images;
+  std::vector<frontends::EmbedImage> images;
   for (int64_t v = 0; v < num_views; ++v) {
     auto views = std::make_shared<media::PixelViews>();
     views->side = 32;
@@ -379,7 +379,7 @@ TEST(EmbedImagesEmbedder, CacheHitSkipsTheTower) {
   CountedEmbedder c = counted_embedder(fe);
   ASSERT_TRUE(c.embedder);
   EXPECT_EQ(c.embedder->image_encoder_id(), fe->model_dir() + "|f32|image-embed");
-  const EmbedImage a = prepared(*fe, 10), b = prepared(*fe, 11);
+  const frontends::EmbedImage a = prepared(*fe, 10), b = prepared(*fe, 11);
 
   const MediaCacheStats before = MediaCache::shared().stats();
   EmbedStats first;
@@ -403,7 +403,7 @@ TEST(EmbedImagesEmbedder, CacheHitSkipsTheTower) {
   EXPECT_EQ(max_abs_diff(std::span<const float>(warm).subspan(d, d), std::span<const float>(cold).subspan(0, d)), 0.0);
 
   // A repeated image within one call runs once; a cached one, never.
-  const EmbedImage n = prepared(*fe, 12);
+  const frontends::EmbedImage n = prepared(*fe, 12);
   EmbedStats third;
   const std::vector<float> repeated = embed_images(*c.embedder, {n, a, n}, &third);
   EXPECT_EQ(c.views->load(), 3);
@@ -422,7 +422,7 @@ TEST(EmbedImagesEmbedder, AnotherPrecisionIsAnotherCacheEntry) {
   CountedEmbedder f32 = counted_embedder(fe), low = counted_embedder(fe, bf16);
   ASSERT_TRUE(f32.embedder && low.embedder);
   EXPECT_NE(f32.embedder->image_encoder_id(), low.embedder->image_encoder_id());
-  const EmbedImage a = prepared(*fe, 20);
+  const frontends::EmbedImage a = prepared(*fe, 20);
   const std::vector<float> exact = embed_images(*f32.embedder, {a});
   const std::vector<float> approx = embed_images(*low.embedder, {a});
   EXPECT_EQ(low.views->load(), 1);  // not served from the f32 entry
@@ -439,7 +439,7 @@ TEST(EmbedImagesEmbedder, ImagesRunInMicroBatchesInInputOrder) {
   two.max_batch_images = 2;
   CountedEmbedder batched = counted_embedder(fe, two), single = counted_embedder(fe);
   ASSERT_TRUE(batched.embedder && single.embedder);
-  std::vector<EmbedImage> images;
+  std::vector<frontends::EmbedImage> images;
   for (int i = 0; i < 5; ++i) images.push_back(prepared(*fe, 30 + i, 32 + i, 40 - i));
   EmbedStats stats;
   const std::vector<float> got = embed_images(*batched.embedder, images, &stats);
@@ -459,7 +459,7 @@ TEST(EmbedImagesEmbedder, MatryoshkaImageVectorsAreCutThenNormalised) {
   MediaCache::shared().clear();
   CountedEmbedder c = counted_embedder(fe);
   ASSERT_TRUE(c.embedder);
-  const EmbedImage a = prepared(*fe, 40);
+  const frontends::EmbedImage a = prepared(*fe, 40);
   const std::vector<float> full = embed_images(*c.embedder, {a});
   const std::vector<float> cut = embed_images(*c.embedder, {a}, nullptr, 16);
   EXPECT_EQ(c.views->load(), 1);  // the cache holds the full vector: any dims reuses it
@@ -487,7 +487,7 @@ class Waiter {
       std::lock_guard lock(mu_);
       status_ = r.status();
       if (r.has_value())
-        if (auto* out = dynamic_cast<EmbedOutput*>(r.value().get())) output_ = *out;
+        if (auto* out = dynamic_cast<frontends::EmbedOutput*>(r.value().get())) output_ = *out;
       done_ = true;
       cv_.notify_all();
     };
@@ -497,7 +497,7 @@ class Waiter {
     return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return done_; });
   }
   Status status_;
-  EmbedOutput output_;
+  frontends::EmbedOutput output_;
 
  private:
   std::mutex mu_;
@@ -519,34 +519,34 @@ struct DualDeployment {
     EXPECT_TRUE(s.ok()) << s.to_string();
   }
   ~DualDeployment() { d->stop(); }
-  const EmbedFrontend& frontend() const { return dynamic_cast<const EmbedFrontend&>(*d->frontend()); }
+  const frontends::EmbedFrontend& frontend() const { return dynamic_cast<const frontends::EmbedFrontend&>(*d->frontend()); }
 
   serving::MetricsRegistry metrics;
   std::unique_ptr<serving::Deployment> d;
 };
 
 // Texts "a cat", "a dog" at positions 0 and 2, images at 1 and 3.
-std::unique_ptr<EmbedInput> mixed_input(const EmbedFrontend& fe, int seed) {
-  auto in = std::make_unique<EmbedInput>();
+std::unique_ptr<frontends::EmbedInput> mixed_input(const frontends::EmbedFrontend& fe, int seed) {
+  auto in = std::make_unique<frontends::EmbedInput>();
   for (const char* t : {"a cat", "a dog"}) {
     Result<std::vector<int32_t>> ids = fe.tokenize(t, false);
     EXPECT_TRUE(ids.has_value());
     in->sequences.push_back(ids.has_value() ? *ids : std::vector<int32_t>{});
   }
   for (size_t k = 0; k < 2; ++k) {
-    EmbedImage im = prepared(fe, seed + int(k));
+    frontends::EmbedImage im = prepared(fe, seed + int(k));
     im.index = 2 * k + 1;
     in->images.push_back(std::move(im));
   }
   return in;
 }
 
-void expect_mixed_rows(const EmbedOutput& out, const EmbedFrontend& fe, int seed) {
+void expect_mixed_rows(const frontends::EmbedOutput& out, const frontends::EmbedFrontend& fe, int seed) {
   const size_t d = size_t(fe.dims());
   ASSERT_EQ(out.dims, fe.dims());
   ASSERT_EQ(out.vectors.size(), 4 * d);
   // What each input is alone, straight through an embedder of the same weights.
-  Result<std::unique_ptr<Embedder>> e = Embedder::load(std::shared_ptr<const EmbedFrontend>(&fe, [](auto*) {}), {});
+  Result<std::unique_ptr<Embedder>> e = Embedder::load(std::shared_ptr<const frontends::EmbedFrontend>(&fe, [](auto*) {}), {});
   ASSERT_TRUE(e.has_value());
   std::vector<std::vector<int32_t>> texts;
   for (const char* t : {"a cat", "a dog"}) texts.push_back(*fe.tokenize(t, false));
@@ -612,16 +612,16 @@ TEST(EmbedImagesEngine, TextOnlyModelRefusesImagePayloads) {
   c.name = "bert";
   c.task = "embed";
   c.model = test::FakeModelDir{}.write("embed_images_engine_bert");
-  EncoderLoader loader = [](const EmbedFrontend& fe, ops::Precision) -> Result<std::unique_ptr<models::Encoder>> {
+  EncoderLoader loader = [](const frontends::EmbedFrontend& fe, ops::Precision) -> Result<std::unique_ptr<models::Encoder>> {
     return std::unique_ptr<models::Encoder>(std::make_unique<test::FakeEncoder>(16, fe.max_tokens()));
   };
   serving::MetricsRegistry metrics;
   serving::Deployment d(c, serving::EngineKind(embed_engine_factory(loader), embed_frontend_factory()), metrics);
   d.start();
   ASSERT_TRUE(d.wait_ready().ok());
-  auto in = std::make_unique<EmbedInput>();
+  auto in = std::make_unique<frontends::EmbedInput>();
   in->sequences = {{101, 7592, 102}};
-  EmbedImage im;
+  frontends::EmbedImage im;
   im.index = 0;
   im.views = std::make_shared<media::PixelViews>();
   in->images.push_back(im);

@@ -23,13 +23,13 @@ using test::FakeModelDir;
 
 constexpr int64_t kHidden = 16;
 
-std::shared_ptr<const EmbedFrontend> frontend(const std::string& name, serving::Knobs knobs = {}) {
-  auto fe = EmbedFrontend::load(FakeModelDir{}.write(name), knobs);
+std::shared_ptr<const frontends::EmbedFrontend> frontend(const std::string& name, serving::Knobs knobs = {}) {
+  auto fe = frontends::EmbedFrontend::load(FakeModelDir{}.write(name), knobs);
   EXPECT_TRUE(fe.has_value()) << fe.status().to_string();
   return fe.has_value() ? fe.value() : nullptr;
 }
 
-std::unique_ptr<Embedder> embedder(std::shared_ptr<const EmbedFrontend> fe, EmbedderOptions options,
+std::unique_ptr<Embedder> embedder(std::shared_ptr<const frontends::EmbedFrontend> fe, EmbedderOptions options,
                                    std::shared_ptr<EncodeLog> log = nullptr) {
   auto e = Embedder::create(fe, options, std::make_unique<FakeEncoder>(kHidden, fe->max_tokens(), std::move(log)));
   EXPECT_TRUE(e.has_value()) << e.status().to_string();
@@ -238,7 +238,7 @@ std::vector<std::vector<int32_t>> reference_inputs(const formats::SafetensorsFil
 void check_layout(const std::string& layout) {
   auto dir = test::generate_reference("bert_family.py", "embedder_" + layout, "--layout " + layout);
   ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
-  auto fe = EmbedFrontend::load(*dir);
+  auto fe = frontends::EmbedFrontend::load(*dir);
   ASSERT_TRUE(fe.has_value()) << fe.status().to_string();
   auto ref = test::open_reference(*dir);
   ASSERT_TRUE(ref.has_value()) << ref.status().to_string();

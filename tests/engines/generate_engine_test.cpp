@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "engines/generate/generate_engine_factory.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
 #include "fake_decoder.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
 #include "serving/deployment.h"
 
 namespace prism::engines::generate {
@@ -41,8 +41,8 @@ struct Outcome {
   std::condition_variable cv;
   bool done = false;
   Status status;
-  GenerateOutput out;
-  std::vector<ChoiceDelta> deltas;  // streamed, in order
+  frontends::GenerateOutput out;
+  std::vector<frontends::ChoiceDelta> deltas;  // streamed, in order
   int chunks = 0;
 
   bool wait() {
@@ -101,12 +101,12 @@ struct Fixture {
     gate->open();
     d->stop();
   }
-  const GenerateFrontend& frontend() const { return dynamic_cast<const GenerateFrontend&>(*d->frontend()); }
+  const frontends::GenerateFrontend& frontend() const { return dynamic_cast<const frontends::GenerateFrontend&>(*d->frontend()); }
 
-  std::shared_ptr<Outcome> submit(std::vector<int32_t> prompt, SamplingParams sp, bool stream = false,
+  std::shared_ptr<Outcome> submit(std::vector<int32_t> prompt, frontends::SamplingParams sp, bool stream = false,
                                   RequestPtr* handle = nullptr) {
     auto outcome = std::make_shared<Outcome>();
-    auto in = std::make_unique<GenerateInput>();
+    auto in = std::make_unique<frontends::GenerateInput>();
     in->prompt = std::move(prompt);
     in->sampling = std::move(sp);
     const int64_t cost = int64_t(in->prompt.size());
@@ -114,7 +114,7 @@ struct Fixture {
       std::lock_guard lock(outcome->mu);
       outcome->status = res.status();
       if (res.has_value())
-        if (auto* o = dynamic_cast<GenerateOutput*>(res.value().get())) outcome->out = std::move(*o);
+        if (auto* o = dynamic_cast<frontends::GenerateOutput*>(res.value().get())) outcome->out = std::move(*o);
       outcome->done = true;
       outcome->cv.notify_all();
     });
@@ -123,8 +123,8 @@ struct Fixture {
       r->on_partial = [outcome](serving::PayloadPtr p) {
         std::lock_guard lock(outcome->mu);
         ++outcome->chunks;
-        if (auto* c = dynamic_cast<GenerateChunk*>(p.get()))
-          for (ChoiceDelta& dl : c->deltas) outcome->deltas.push_back(std::move(dl));
+        if (auto* c = dynamic_cast<frontends::GenerateChunk*>(p.get()))
+          for (frontends::ChoiceDelta& dl : c->deltas) outcome->deltas.push_back(std::move(dl));
       };
     if (handle) *handle = r;
     const Status st = d->submit(r);
@@ -158,8 +158,8 @@ std::vector<int32_t> make_prompt(int64_t n, uint32_t seed) {
   return p;
 }
 
-SamplingParams greedy(int max_tokens) {
-  SamplingParams sp;
+frontends::SamplingParams greedy(int max_tokens) {
+  frontends::SamplingParams sp;
   sp.temperature = 0.0f;
   sp.max_tokens = max_tokens;
   return sp;
@@ -171,9 +171,9 @@ void expect_greedy(const Fixture& f, const Outcome& o, const std::vector<int32_t
   ASSERT_TRUE(o.status.ok()) << what << ": " << o.status.to_string();
   ASSERT_FALSE(o.out.choices.empty()) << what;
   const auto expected = test::expected_continuation(prompt, max_tokens, f.next);
-  for (const ChoiceDelta& c : o.out.choices) {
+  for (const frontends::ChoiceDelta& c : o.out.choices) {
     EXPECT_EQ(c.tokens, expected) << what << " choice " << c.index;
-    EXPECT_EQ(c.finish, FinishReason::length) << what;
+    EXPECT_EQ(c.finish, frontends::FinishReason::length) << what;
     EXPECT_EQ(c.text, f.decode(expected)) << what;
   }
   EXPECT_EQ(o.out.prompt_tokens, int64_t(prompt.size())) << what;
@@ -338,7 +338,7 @@ TEST(GenerateEngine, ChoicesForkAfterOnePrefillAndCopyTheSharedPartialBlock) {
   Fixture f("gen_fork");
   ASSERT_TRUE(f.load_status.ok());
   const auto prompt = make_prompt(10, 5);  // 2 blocks, the second partial
-  SamplingParams sp;
+  frontends::SamplingParams sp;
   sp.n = 3;
   sp.temperature = 1.0f;
   sp.top_k = 2;  // next(context) or the id after it (fake logits 10 and 9)
@@ -350,7 +350,7 @@ TEST(GenerateEngine, ChoicesForkAfterOnePrefillAndCopyTheSharedPartialBlock) {
   ASSERT_EQ(o->out.choices.size(), 3u);
   std::set<std::vector<int32_t>> distinct;
   for (size_t c = 0; c < 3; ++c) {
-    const ChoiceDelta& ch = o->out.choices[c];
+    const frontends::ChoiceDelta& ch = o->out.choices[c];
     EXPECT_EQ(ch.index, int(c));
     ASSERT_EQ(ch.tokens.size(), 16u);
     // Every token follows from this choice's own context: its blocks were copied on write.
@@ -374,7 +374,7 @@ TEST(GenerateEngine, ChoicesForkAfterOnePrefillAndCopyTheSharedPartialBlock) {
   for (size_t c = 0; c < 3; ++c) EXPECT_EQ(again->out.choices[c].tokens, o->out.choices[c].tokens);
 
   // Greedy choices are all the greedy continuation.
-  SamplingParams g = greedy(9);
+  frontends::SamplingParams g = greedy(9);
   g.n = 2;
   auto og = f.submit(make_prompt(8, 6), g);
   ASSERT_TRUE(og->wait());
@@ -411,7 +411,7 @@ TEST(GenerateEngine, AnExpiredDeadlineEndsARunningRequest) {
   RequestPtr r;
   auto o = std::make_shared<Outcome>();
   {
-    auto in = std::make_unique<GenerateInput>();
+    auto in = std::make_unique<frontends::GenerateInput>();
     in->prompt = make_prompt(12, 3);
     in->sampling = greedy(40);
     r = serving::make_request(std::move(in), [o](Result<serving::PayloadPtr> res) {
@@ -460,14 +460,14 @@ TEST(GenerateEngine, StopsOnStopTokensMinTokensAndMaxTokens) {
   const auto exp = test::expected_continuation(prompt, 20, f.next);
   const size_t k = 6;
   const size_t first = size_t(std::find(exp.begin(), exp.end(), exp[k]) - exp.begin());
-  SamplingParams sp = greedy(20);
+  frontends::SamplingParams sp = greedy(20);
   sp.stop_token_ids = {exp[k]};
   auto o = f.submit(prompt, sp);
   ASSERT_TRUE(o->wait());
   ASSERT_TRUE(o->status.ok());
-  const ChoiceDelta& c = o->out.choices[0];
+  const frontends::ChoiceDelta& c = o->out.choices[0];
   EXPECT_EQ(c.tokens, std::vector<int32_t>(exp.begin(), exp.begin() + ptrdiff_t(first)));
-  EXPECT_EQ(c.finish, FinishReason::stop);
+  EXPECT_EQ(c.finish, frontends::FinishReason::stop);
   EXPECT_EQ(o->out.completion_tokens, int64_t(first) + 1);  // the stop token counts as generated
 
   // min_tokens past the stop token: it is ignored there (and kept as output).
@@ -483,7 +483,7 @@ TEST(GenerateEngine, StopsOnStopTokensMinTokensAndMaxTokens) {
   auto l = f.submit(prompt, greedy(3));
   ASSERT_TRUE(l->wait());
   EXPECT_EQ(l->out.choices[0].tokens, std::vector<int32_t>(exp.begin(), exp.begin() + 3));
-  EXPECT_EQ(l->out.choices[0].finish, FinishReason::length);
+  EXPECT_EQ(l->out.choices[0].finish, frontends::FinishReason::length);
 }
 
 TEST(GenerateEngine, StopStringEndsTheTextBeforeIt) {
@@ -493,15 +493,15 @@ TEST(GenerateEngine, StopStringEndsTheTextBeforeIt) {
   const auto exp = test::expected_continuation(prompt, 24, f.next);
   const std::string text = f.decode(exp);
   const std::string stop = text.substr(text.size() / 2, 3);
-  SamplingParams sp = greedy(24);
+  frontends::SamplingParams sp = greedy(24);
   sp.stop = {stop};
   auto o = f.submit(prompt, sp, /*stream=*/true);
   ASSERT_TRUE(o->wait());
   ASSERT_TRUE(o->status.ok());
   EXPECT_EQ(o->out.choices[0].text, text.substr(0, text.find(stop)));
-  EXPECT_EQ(o->out.choices[0].finish, FinishReason::stop);
+  EXPECT_EQ(o->out.choices[0].finish, frontends::FinishReason::stop);
   std::string streamed;
-  for (const ChoiceDelta& d : o->deltas) streamed += d.text;
+  for (const frontends::ChoiceDelta& d : o->deltas) streamed += d.text;
   EXPECT_EQ(streamed, o->out.choices[0].text);
 }
 
@@ -517,20 +517,20 @@ TEST(GenerateEngine, EndOfSequenceStopsUnlessIgnored) {
   ASSERT_TRUE(o->wait());
   const auto exp = test::expected_continuation(prompt, 8, f.next);
   EXPECT_EQ(o->out.choices[0].tokens, std::vector<int32_t>(exp.begin(), exp.begin() + 3));
-  EXPECT_EQ(o->out.choices[0].finish, FinishReason::stop);
+  EXPECT_EQ(o->out.choices[0].finish, frontends::FinishReason::stop);
   EXPECT_EQ(o->out.completion_tokens, 4);
-  SamplingParams sp = greedy(8);
+  frontends::SamplingParams sp = greedy(8);
   sp.ignore_eos = true;
   auto i = f.submit(prompt, sp);
   ASSERT_TRUE(i->wait());
   EXPECT_EQ(i->out.choices[0].tokens, exp);
-  EXPECT_EQ(i->out.choices[0].finish, FinishReason::length);
+  EXPECT_EQ(i->out.choices[0].finish, frontends::FinishReason::length);
 }
 
 TEST(GenerateEngine, StreamedDeltasAddUpToTheOutput) {
   Fixture f("gen_stream");
   ASSERT_TRUE(f.load_status.ok());
-  SamplingParams sp = greedy(10);
+  frontends::SamplingParams sp = greedy(10);
   sp.n = 2;
   sp.logprobs = true;
   sp.top_logprobs = 2;
@@ -543,7 +543,7 @@ TEST(GenerateEngine, StreamedDeltasAddUpToTheOutput) {
     std::vector<int32_t> tokens;
     size_t logprobs = 0;
     int finishes = 0;
-    for (const ChoiceDelta& d : o->deltas) {
+    for (const frontends::ChoiceDelta& d : o->deltas) {
       if (d.index != c) continue;
       EXPECT_EQ(finishes, 0) << "a delta after the finishing one";
       text += d.text;
@@ -557,7 +557,7 @@ TEST(GenerateEngine, StreamedDeltasAddUpToTheOutput) {
     EXPECT_EQ(finishes, 1);
     ASSERT_EQ(o->out.choices[size_t(c)].logprobs.size(), 10u);
     // The fake's peak is the chosen token, its neighbour the runner-up.
-    const TokenLogprobs& lp = o->out.choices[size_t(c)].logprobs[0];
+    const frontends::TokenLogprobs& lp = o->out.choices[size_t(c)].logprobs[0];
     EXPECT_EQ(lp.chosen.token, o->out.choices[size_t(c)].tokens[0]);
     ASSERT_EQ(lp.top.size(), 2u);
     EXPECT_EQ(lp.top[0].token, lp.chosen.token);
@@ -627,7 +627,7 @@ struct OtherPayload final : serving::Payload {};
 TEST(GenerateEngine, BadRequestsFailAloneWithClearErrors) {
   Fixture f("gen_bad");
   ASSERT_TRUE(f.load_status.ok());
-  auto expect_error = [&](std::vector<int32_t> prompt, SamplingParams sp, StatusCode code, const std::string& text) {
+  auto expect_error = [&](std::vector<int32_t> prompt, frontends::SamplingParams sp, StatusCode code, const std::string& text) {
     auto o = f.submit(std::move(prompt), sp);
     ASSERT_TRUE(o->wait());
     EXPECT_EQ(o->status.code(), code) << o->status.to_string();
@@ -636,7 +636,7 @@ TEST(GenerateEngine, BadRequestsFailAloneWithClearErrors) {
   expect_error({}, greedy(4), StatusCode::invalid_argument, "empty");
   expect_error({1, 2, int32_t(test::kFakeVocab)}, greedy(4), StatusCode::out_of_range, "50257");
   expect_error(make_prompt(64, 1), greedy(4), StatusCode::invalid_argument, "maximum context length is 64");
-  SamplingParams many = greedy(4);
+  frontends::SamplingParams many = greedy(4);
   many.n = 17;
   expect_error({1, 2}, many, StatusCode::invalid_argument, "n must be");
 
@@ -731,7 +731,7 @@ TEST(GenerateEngine, StressTinyPoolEveryShapeStaysExact) {
     j.n = 1 + int(rng() % 3);
     j.max_tokens = 1 + int(rng() % 30);
     j.cancel = rng() % 6 == 0;
-    SamplingParams sp = greedy(j.max_tokens);
+    frontends::SamplingParams sp = greedy(j.max_tokens);
     sp.n = j.n;
     j.outcome = f.submit(j.prompt, sp, /*stream=*/i % 2 == 0, &j.request);
     if (j.cancel) j.request->cancel();
@@ -748,9 +748,9 @@ TEST(GenerateEngine, StressTinyPoolEveryShapeStaysExact) {
     const int room = int(64 - int64_t(j.prompt.size()));
     const auto expected = test::expected_continuation(j.prompt, std::min(j.max_tokens, room), f.next);
     ASSERT_EQ(j.outcome->out.choices.size(), size_t(j.n)) << i;
-    for (const ChoiceDelta& c : j.outcome->out.choices) {
+    for (const frontends::ChoiceDelta& c : j.outcome->out.choices) {
       EXPECT_EQ(c.tokens, expected) << "request " << i << " choice " << c.index;
-      EXPECT_EQ(c.finish, FinishReason::length) << i;
+      EXPECT_EQ(c.finish, frontends::FinishReason::length) << i;
     }
   }
   EXPECT_EQ(f.metric("prism_kv_cache_usage_ratio"), 0.0);

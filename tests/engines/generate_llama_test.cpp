@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "engines/generate/generate_engine_factory.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
 #include "models/llama/llama.h"
 #include "serving/deployment.h"
 #include "test_util/paths.h"
@@ -66,7 +66,7 @@ struct Outcome {
   std::condition_variable cv;
   bool done = false;
   Status status;
-  GenerateOutput out;
+  frontends::GenerateOutput out;
   bool wait() {
     std::unique_lock lock(mu);
     return cv.wait_for(lock, std::chrono::seconds(120), [&] { return done; });
@@ -94,7 +94,7 @@ struct LlamaDeployment {
 
   std::shared_ptr<Outcome> submit(const std::vector<int32_t>& prompt, int max_tokens) {
     auto o = std::make_shared<Outcome>();
-    auto in = std::make_unique<GenerateInput>();
+    auto in = std::make_unique<frontends::GenerateInput>();
     in->prompt = prompt;
     in->sampling.temperature = 0.0f;
     in->sampling.max_tokens = max_tokens;
@@ -103,7 +103,7 @@ struct LlamaDeployment {
       std::lock_guard lock(o->mu);
       o->status = res.status();
       if (res.has_value())
-        if (auto* g = dynamic_cast<GenerateOutput*>(res.value().get())) o->out = std::move(*g);
+        if (auto* g = dynamic_cast<frontends::GenerateOutput*>(res.value().get())) o->out = std::move(*g);
       o->done = true;
       o->cv.notify_all();
     });

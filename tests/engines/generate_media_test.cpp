@@ -18,12 +18,12 @@
 #include "engines/encode/media_cache.h"
 #include "engines/encode/media_encode.h"
 #include "engines/generate/generate_engine_factory.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
 #include "engines/generate/kv_block_pool.h"
 #include "engines/generate/media_rows.h"
 #include "fake_decoder.h"
 #include "fake_media_encoder.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
 #include "models/vlm/vision_language.h"
 #include "serving/deployment.h"
 #include "test_util/reference_io.h"
@@ -50,7 +50,7 @@ struct Outcome {
   std::condition_variable cv;
   bool done = false;
   Status status;
-  GenerateOutput out;
+  frontends::GenerateOutput out;
 
   bool wait() {
     std::unique_lock lock(mu);
@@ -153,9 +153,9 @@ struct Fixture {
     d->stop();
   }
 
-  std::shared_ptr<Outcome> submit(std::vector<int32_t> prompt, std::vector<MediaItem> media, int max_tokens) {
+  std::shared_ptr<Outcome> submit(std::vector<int32_t> prompt, std::vector<frontends::MediaItem> media, int max_tokens) {
     auto outcome = std::make_shared<Outcome>();
-    auto in = std::make_unique<GenerateInput>();
+    auto in = std::make_unique<frontends::GenerateInput>();
     in->prompt = std::move(prompt);
     in->media = std::move(media);
     in->sampling.temperature = 0.0f;
@@ -166,7 +166,7 @@ struct Fixture {
       std::lock_guard lock(outcome->mu);
       outcome->status = res.status();
       if (res.has_value())
-        if (auto* o = dynamic_cast<GenerateOutput*>(res.value().get())) outcome->out = std::move(*o);
+        if (auto* o = dynamic_cast<frontends::GenerateOutput*>(res.value().get())) outcome->out = std::move(*o);
       outcome->done = true;
       outcome->cv.notify_all();
     });
@@ -217,9 +217,9 @@ std::vector<int32_t> concat(std::initializer_list<std::vector<int32_t>> parts) {
 
 // An item of `views` views drawn from `seed`, keyed by the seed (like content keys: equal
 // seeds, equal pixels).
-MediaItem image_item(uint32_t seed, int views = 1, int spatial_pool = 1, int temporal_pool = 1) {
-  MediaItem item;
-  item.kind = views > 1 && temporal_pool > 1 ? MediaItem::Kind::video : MediaItem::Kind::image;
+frontends::MediaItem image_item(uint32_t seed, int views = 1, int spatial_pool = 1, int temporal_pool = 1) {
+  frontends::MediaItem item;
+  item.kind = views > 1 && temporal_pool > 1 ? frontends::MediaItem::Kind::video : frontends::MediaItem::Kind::image;
   item.views = test::make_pixel_views(views, seed);
   media::MediaKeyBuilder b;
   b.add(std::string_view("test-item")).add(int64_t(seed)).add(int64_t(views));
@@ -232,7 +232,7 @@ MediaItem image_item(uint32_t seed, int views = 1, int spatial_pool = 1, int tem
 }
 
 // The rows of an unpooled item, as the engine must splice them.
-std::vector<std::vector<float>> raw_rows(const MediaItem& item) {
+std::vector<std::vector<float>> raw_rows(const frontends::MediaItem& item) {
   const std::vector<float> flat = test::fake_media_rows(*item.views, kGrid, kHidden);
   std::vector<std::vector<float>> rows;
   for (size_t r = 0; r * kHidden < flat.size(); ++r)
@@ -250,10 +250,10 @@ std::vector<int32_t> fake_context(const std::vector<int32_t>& prompt, const std:
   return context;
 }
 
-std::vector<int32_t> expected_output(const std::vector<int32_t>& prompt, std::initializer_list<const MediaItem*> items,
+std::vector<int32_t> expected_output(const std::vector<int32_t>& prompt, std::initializer_list<const frontends::MediaItem*> items,
                                      int max_tokens) {
   std::vector<std::vector<float>> rows;
-  for (const MediaItem* item : items)
+  for (const frontends::MediaItem* item : items)
     for (auto& r : raw_rows(*item)) rows.push_back(std::move(r));
   return test::expected_continuation(fake_context(prompt, rows), max_tokens, test::hashed_next_token);
 }
@@ -262,7 +262,7 @@ TEST(GenerateMedia, ImageRowsFillTheImageTokenPositions) {
   Fixture f("media_basic");
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   EXPECT_EQ(f.d->info().engine["vision"]["rows_per_view"], 16);
-  const MediaItem a = image_item(1), b = image_item(2);
+  const frontends::MediaItem a = image_item(1), b = image_item(2);
   const auto prompt = concat({text(3, 1), image_tokens(16), text(2, 2), image_tokens(16), text(5, 3)});
   auto o = f.submit(prompt, {a, b}, 6);
   ASSERT_TRUE(o->wait());
@@ -287,7 +287,7 @@ TEST(GenerateMedia, PrefixCacheIsolatesDifferentImagesBehindIdenticalIds) {
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   // 8 text tokens (2 whole blocks), 16 image rows (positions 8..23), 5 text tokens.
   const auto prompt = concat({text(8, 1), image_tokens(16), text(5, 2)});
-  const MediaItem x = image_item(10), y = image_item(20);
+  const frontends::MediaItem x = image_item(10), y = image_item(20);
 
   auto first = f.submit(prompt, {x}, 6);
   ASSERT_TRUE(first->wait());
@@ -337,7 +337,7 @@ TEST(GenerateMedia, PrefixCacheIsolatesDifferentImagesBehindIdenticalIds) {
 TEST(GenerateMedia, SecondTurnReusesTheImageAndPrefillsOnlyTheNewText) {
   Fixture f("media_second_turn");
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
-  const MediaItem x = image_item(5);
+  const frontends::MediaItem x = image_item(5);
   const auto turn1 = concat({text(3, 1), image_tokens(16), text(5, 2)});  // 24 tokens
   auto first = f.submit(turn1, {x}, 6);
   ASSERT_TRUE(first->wait());
@@ -359,7 +359,7 @@ TEST(GenerateMedia, SecondTurnReusesTheImageAndPrefillsOnlyTheNewText) {
 }
 
 TEST(GenerateMedia, ChunkedPrefillCuttingAnImageEqualsAnUnchunkedRun) {
-  const MediaItem x = image_item(3), y = image_item(4, 2);
+  const frontends::MediaItem x = image_item(3), y = image_item(4, 2);
   const auto prompt = concat({text(3, 1), image_tokens(16), text(1, 2), image_tokens(32), text(6, 3)});
   std::vector<int32_t> outputs[2];
   for (int chunked = 0; chunked < 2; ++chunked) {
@@ -393,7 +393,7 @@ TEST(GenerateMedia, EncodesAllAdmittedRequestsItemsInBatchesOfMaxEncoderViews) {
   f.gate->pause();
   auto blocker = f.submit(text(3, 9), {}, 2);
   ASSERT_TRUE(f.gate->wait_entered(2));  // warm-up + the blocker's step
-  std::vector<MediaItem> items;
+  std::vector<frontends::MediaItem> items;
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::shared_ptr<Outcome>> outs;
   for (uint32_t r = 0; r < 3; ++r) {
@@ -431,7 +431,7 @@ TEST(GenerateMedia, SpatialAndTemporalPoolingAverageTheRows) {
   s.prefix_caching = false;
   Fixture f("media_pooling", s);
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
-  const MediaItem v = image_item(42, 3, 2, 2);  // views {0, 1} and {2}: 2 groups × 2² rows
+  const frontends::MediaItem v = image_item(42, 3, 2, 2);  // views {0, 1} and {2}: 2 groups × 2² rows
   ASSERT_EQ(v.num_rows, 8);
   const auto prompt = concat({text(2, 1), image_tokens(8), text(3, 2)});
   auto o = f.submit(prompt, {v}, 5);
@@ -469,7 +469,7 @@ TEST(GenerateMedia, PreemptedRequestsTakeTheirRowsAgain) {
     s.prefix_caching = prefix_caching;
     Fixture f(prefix_caching ? "media_preempt_pc" : "media_preempt", s);
     ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
-    std::vector<MediaItem> items;
+    std::vector<frontends::MediaItem> items;
     std::vector<std::vector<int32_t>> prompts;
     std::vector<std::shared_ptr<Outcome>> outs;
     f.gate->pause();
@@ -495,29 +495,29 @@ TEST(GenerateMedia, PreemptedRequestsTakeTheirRowsAgain) {
 TEST(GenerateMedia, WrongCountsAreClearErrors) {
   Fixture f("media_counts");
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
-  auto expect_error = [&](std::vector<int32_t> prompt, std::vector<MediaItem> media, const std::string& what) {
+  auto expect_error = [&](std::vector<int32_t> prompt, std::vector<frontends::MediaItem> media, const std::string& what) {
     auto o = f.submit(std::move(prompt), std::move(media), 2);
     ASSERT_TRUE(o->wait());
     EXPECT_EQ(o->status.code(), StatusCode::invalid_argument) << o->status.to_string();
     EXPECT_NE(o->status.message().find(what), std::string::npos) << o->status.message();
   };
-  const MediaItem x = image_item(1);
+  const frontends::MediaItem x = image_item(1);
   expect_error(concat({text(2, 1), image_tokens(15), text(2, 2)}), {x},
                "the prompt has 15 image-token positions (token id 50257), but its 1 media item(s) give 16 rows");
   expect_error(concat({text(2, 1), image_tokens(16), text(2, 2)}), {},
                "the prompt has 16 image-token positions (token id 50257), but its 0 media item(s) give 0 rows");
-  MediaItem lying = x;
+  frontends::MediaItem lying = x;
   lying.num_rows = 8;
   expect_error(concat({text(2, 1), image_tokens(8)}), {lying}, "media item 0 says 8 rows, but its 1 views give 16");
-  MediaItem odd_pool = image_item(2, 1, 3);
+  frontends::MediaItem odd_pool = image_item(2, 1, 3);
   odd_pool.num_rows = 1;
   expect_error(concat({text(2, 1), image_tokens(1)}), {odd_pool},
                "media item 0: spatial pool 3 does not divide the encoder's grid side 4");
-  MediaItem wrong_side = x;
+  frontends::MediaItem wrong_side = x;
   wrong_side.views = test::make_pixel_views(1, 7, 5);
   expect_error(concat({text(2, 1), image_tokens(16)}), {wrong_side},
                "media item 0 has 1 views of side 5 (75 values); the model's encoder takes views of [3, 4, 4]");
-  MediaItem no_views = x;
+  frontends::MediaItem no_views = x;
   no_views.views = nullptr;
   expect_error(concat({text(2, 1), image_tokens(16)}), {x, no_views}, "media item 1 has no pixel views");
   EXPECT_EQ(f.encoder_calls(), 0);
@@ -535,7 +535,7 @@ TEST(GenerateMedia, AnEncoderFailureFailsItsRequestsAndTheEngineGoesOn) {
   s.encoder_poison = 123.0f;
   Fixture f("media_encoder_failure", s);
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
-  MediaItem bad = image_item(1);
+  frontends::MediaItem bad = image_item(1);
   auto views = std::make_shared<media::PixelViews>(*bad.views);
   views->values[0] = 123.0f;
   bad.views = views;
@@ -545,7 +545,7 @@ TEST(GenerateMedia, AnEncoderFailureFailsItsRequestsAndTheEngineGoesOn) {
   EXPECT_EQ(o->status.code(), StatusCode::internal);
   EXPECT_NE(o->status.message().find("poisoned view"), std::string::npos) << o->status.message();
   EXPECT_EQ(f.metric("prism_kv_cache_usage_ratio"), 0.0);
-  const MediaItem good_item = image_item(2);
+  const frontends::MediaItem good_item = image_item(2);
   auto good = f.submit(prompt, {good_item}, 3);
   ASSERT_TRUE(good->wait());
   ASSERT_TRUE(good->status.ok()) << good->status.to_string();
@@ -592,7 +592,7 @@ TEST(GenerateMedia, VisionKnobsBelongToVisionDeploymentsAndAreChecked) {
 // visual row depends on the seed; equal seeds, equal hashes.
 TEST(GenerateMedia, BlockHashesCoverMediaSeeds) {
   const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, kFakeImageToken, kFakeImageToken, 8, 9};
-  const MediaItem x = image_item(1), y = image_item(2);
+  const frontends::MediaItem x = image_item(1), y = image_item(2);
   std::vector<uint64_t> sx(tokens.size(), 0), sy(tokens.size(), 0);
   sx[5] = media_row_seed(x, 0), sx[6] = media_row_seed(x, 1);
   sy[5] = media_row_seed(y, 0), sy[6] = media_row_seed(y, 1);
@@ -605,7 +605,7 @@ TEST(GenerateMedia, BlockHashesCoverMediaSeeds) {
   EXPECT_NE(hx[1], text_only[1]);
   EXPECT_EQ(hx, hash_full_blocks(tokens, 4, 100, sx));
   EXPECT_NE(media_row_seed(x, 0), media_row_seed(x, 1));
-  MediaItem pooled = x;
+  frontends::MediaItem pooled = x;
   pooled.spatial_pool = 2;
   EXPECT_NE(media_row_seed(pooled, 0), media_row_seed(x, 0));  // pooling changes the rows
   // Seeds shorter than the tokens: the rest are text.
@@ -613,10 +613,10 @@ TEST(GenerateMedia, BlockHashesCoverMediaSeeds) {
 }
 
 TEST(GenerateMedia, PlaceMediaMapsPositionsToRowsInPromptOrder) {
-  const MediaItem a = image_item(1, 1, 2), b = image_item(2, 1, 4);  // 4 rows and 1 row
+  const frontends::MediaItem a = image_item(1, 1, 2), b = image_item(2, 1, 4);  // 4 rows and 1 row
   const std::vector<int32_t> prompt = {7, kFakeImageToken, kFakeImageToken, 8, kFakeImageToken, kFakeImageToken,
                                        kFakeImageToken, 9};
-  Result<PromptMedia> m = place_media(prompt, kFakeImageToken, std::vector<MediaItem>{a, b});
+  Result<PromptMedia> m = place_media(prompt, kFakeImageToken, std::vector<frontends::MediaItem>{a, b});
   ASSERT_TRUE(m.has_value()) << m.status().to_string();
   EXPECT_EQ(m->row_of, (std::vector<int32_t>{-1, 0, 1, -1, 2, 3, 4, -1}));
   EXPECT_EQ(m->item_first_row, (std::vector<int64_t>{0, 4, 5}));
@@ -657,7 +657,7 @@ TEST(GenerateMedia, PlaceMediaMapsPositionsToRowsInPromptOrder) {
 struct LlavaReference {
   std::string model_dir;
   std::vector<int32_t> prompt, generated;
-  std::vector<MediaItem> media;
+  std::vector<frontends::MediaItem> media;
 };
 
 Result<LlavaReference> llava_reference() {
@@ -679,7 +679,7 @@ Result<LlavaReference> llava_reference() {
     views->side = int(side);
     views->num_views = 1;
     views->values.assign(px.data<float>() + v * per_view, px.data<float>() + (v + 1) * per_view);
-    MediaItem item;
+    frontends::MediaItem item;
     item.views = views;
     media::MediaKeyBuilder b;
     b.add(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(views->values.data()),

@@ -20,9 +20,9 @@
 #include <sstream>
 
 #include "engines/generate/generate_engine_factory.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
 #include "fake_decoder.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
 #include "models/whisper/whisper.h"
 #include "serving/deployment.h"
 #include "test_util/paths.h"
@@ -53,7 +53,7 @@ struct Outcome {
   std::condition_variable cv;
   bool done = false;
   Status status;
-  GenerateOutput out;
+  frontends::GenerateOutput out;
 
   bool wait() {
     std::unique_lock lock(mu);
@@ -146,14 +146,14 @@ struct Fixture {
     d->stop();
   }
 
-  std::shared_ptr<Outcome> submit(std::unique_ptr<GenerateInput> in) {
+  std::shared_ptr<Outcome> submit(std::unique_ptr<frontends::GenerateInput> in) {
     auto outcome = std::make_shared<Outcome>();
     const int64_t cost = int64_t(in->prompt.size());
     serving::RequestPtr r = serving::make_request(std::move(in), [outcome](Result<serving::PayloadPtr> res) {
       std::lock_guard lock(outcome->mu);
       outcome->status = res.status();
       if (res.has_value())
-        if (auto* o = dynamic_cast<GenerateOutput*>(res.value().get())) outcome->out = std::move(*o);
+        if (auto* o = dynamic_cast<frontends::GenerateOutput*>(res.value().get())) outcome->out = std::move(*o);
       outcome->done = true;
       outcome->cv.notify_all();
     });
@@ -162,9 +162,9 @@ struct Fixture {
     EXPECT_TRUE(st.ok()) << st.to_string();
     return outcome;
   }
-  std::shared_ptr<Outcome> submit(std::vector<int32_t> prompt, std::optional<AudioSegment> audio, int max_tokens,
-                                  LogitsProcessorFactory processor = {}, int n = 1) {
-    auto in = std::make_unique<GenerateInput>();
+  std::shared_ptr<Outcome> submit(std::vector<int32_t> prompt, std::optional<frontends::AudioSegment> audio, int max_tokens,
+                                  frontends::LogitsProcessorFactory processor = {}, int n = 1) {
+    auto in = std::make_unique<frontends::GenerateInput>();
     in->prompt = std::move(prompt);
     in->audio = std::move(audio);
     in->logits_processor = std::move(processor);
@@ -201,12 +201,12 @@ struct Fixture {
 };
 
 // A segment of `frames` frames of features drawn from `seed`.
-AudioSegment segment(uint32_t seed, int64_t frames = kInputFrames) {
+frontends::AudioSegment segment(uint32_t seed, int64_t frames = kInputFrames) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   auto features = std::make_shared<std::vector<float>>(size_t(kMels * frames));
   for (float& x : *features) x = u(rng);
-  AudioSegment a;
+  frontends::AudioSegment a;
   a.features = std::move(features);
   a.frames = frames;
   return a;
@@ -221,12 +221,12 @@ std::vector<int32_t> speech_prompt(int extra = 0, uint32_t seed = 1) {
 }
 
 // What the fake decoder's context is for `prompt` over `audio`, and its greedy continuation.
-std::vector<int32_t> fake_context(const std::vector<int32_t>& prompt, const AudioSegment& audio) {
+std::vector<int32_t> fake_context(const std::vector<int32_t>& prompt, const frontends::AudioSegment& audio) {
   std::vector<int32_t> context = {test::cross_context_code(test::cross_marker(*audio.features))};
   context.insert(context.end(), prompt.begin(), prompt.end());
   return context;
 }
-std::vector<int32_t> expected_output(const std::vector<int32_t>& prompt, const AudioSegment& audio, int max_tokens,
+std::vector<int32_t> expected_output(const std::vector<int32_t>& prompt, const frontends::AudioSegment& audio, int max_tokens,
                                      const test::NextTokenFn& next = test::hashed_next_token) {
   return test::expected_continuation(fake_context(prompt, audio), max_tokens, next);
 }
@@ -246,7 +246,7 @@ struct ProcessorLog {
 
 // Forces its choice's script (every other logit -inf) while it lasts, then passes rows through;
 // probes `probe_position`.
-class ScriptedProcessor final : public LogitsProcessor {
+class ScriptedProcessor final : public frontends::LogitsProcessor {
  public:
   ScriptedProcessor(int choice, std::vector<int32_t> script, int64_t probe_position, std::shared_ptr<ProcessorLog> log)
       : choice_(size_t(choice)), script_(std::move(script)), probe_position_(probe_position), log_(std::move(log)) {}
@@ -275,7 +275,7 @@ class ScriptedProcessor final : public LogitsProcessor {
   std::shared_ptr<ProcessorLog> log_;
 };
 
-LogitsProcessorFactory scripted(std::shared_ptr<ProcessorLog> log, std::vector<std::vector<int32_t>> scripts,
+frontends::LogitsProcessorFactory scripted(std::shared_ptr<ProcessorLog> log, std::vector<std::vector<int32_t>> scripts,
                                 int64_t probe_position) {
   {
     std::lock_guard lock(log->mu);
@@ -283,7 +283,7 @@ LogitsProcessorFactory scripted(std::shared_ptr<ProcessorLog> log, std::vector<s
     log->generated.resize(scripts.size());
     log->raw_argmax.resize(scripts.size());
   }
-  return [log, scripts, probe_position](int choice) -> std::unique_ptr<LogitsProcessor> {
+  return [log, scripts, probe_position](int choice) -> std::unique_ptr<frontends::LogitsProcessor> {
     {
       std::lock_guard lock(log->mu);
       log->made.push_back(choice);
@@ -297,9 +297,9 @@ TEST(GenerateSpeech, TheFrontendLoadsTheSpeechProcessorOfAWhisperDirectory) {
   c.name = "asr";
   c.task = "transcribe";
   c.model = write_whisper_dir(test::scratch_dir("speech_frontend"));
-  auto fe = GenerateFrontend::load(c);
+  auto fe = frontends::GenerateFrontend::load(c);
   ASSERT_TRUE(fe.has_value()) << fe.status().to_string();
-  const GenerateFrontend& f = **fe;
+  const frontends::GenerateFrontend& f = **fe;
   ASSERT_NE(f.speech(), nullptr);
   EXPECT_EQ(f.vision(), nullptr);
   EXPECT_EQ(f.chat_template(), nullptr);
@@ -310,7 +310,7 @@ TEST(GenerateSpeech, TheFrontendLoadsTheSpeechProcessorOfAWhisperDirectory) {
   EXPECT_EQ(f.speech()->num_mel_bins(), kMels);
 
   c.knobs.set("max_model_len", int64_t(100));
-  auto lowered = GenerateFrontend::load(c);
+  auto lowered = frontends::GenerateFrontend::load(c);
   ASSERT_TRUE(lowered.has_value()) << lowered.status().to_string();
   EXPECT_EQ((*lowered)->max_context(), 100);
 
@@ -319,7 +319,7 @@ TEST(GenerateSpeech, TheFrontendLoadsTheSpeechProcessorOfAWhisperDirectory) {
   t.name = "chat";
   t.task = "chat";
   t.model = test::write_fake_generate_model("speech_frontend_text");
-  auto text = GenerateFrontend::load(t);
+  auto text = frontends::GenerateFrontend::load(t);
   ASSERT_TRUE(text.has_value()) << text.status().to_string();
   EXPECT_EQ((*text)->speech(), nullptr);
 }
@@ -331,7 +331,7 @@ TEST(GenerateSpeech, EachRequestDecodesAgainstItsOwnSegment) {
   EXPECT_EQ(f.d->info().engine["speech"]["input_frames"], kInputFrames);
   EXPECT_EQ(f.d->info().engine["speech"]["max_encoder_segments"], 8);
   const auto prompt = speech_prompt(3);
-  const AudioSegment a = segment(1), b = segment(2);
+  const frontends::AudioSegment a = segment(1), b = segment(2);
   auto oa = f.submit(prompt, a, 8);
   ASSERT_TRUE(oa->wait());
   ASSERT_TRUE(oa->status.ok()) << oa->status.to_string();
@@ -357,11 +357,11 @@ TEST(GenerateSpeech, EncodesTheSegmentsOfRequestsAdmittedTogetherInBatchesPerFra
   Fixture f("speech_batching", s);
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   f.gate->pause();
-  const AudioSegment first = segment(50);
+  const frontends::AudioSegment first = segment(50);
   auto blocker = f.submit(speech_prompt(1), first, 2);
   ASSERT_TRUE(f.gate->wait_entered(2));  // warm-up + the blocker's step
   const std::vector<int64_t> frames = {20, 20, 12, 20, 12};
-  std::vector<AudioSegment> audio;
+  std::vector<frontends::AudioSegment> audio;
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::shared_ptr<Outcome>> outs;
   for (size_t r = 0; r < frames.size(); ++r) {
@@ -392,9 +392,9 @@ TEST(GenerateSpeech, IdenticalPromptsOverDifferentAudioShareNoKvBlocks) {
   Fixture f("speech_prefix");
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   const auto prompt = speech_prompt(12);  // 16 tokens: 4 whole blocks
-  const AudioSegment a = segment(7), b = segment(8);
+  const frontends::AudioSegment a = segment(7), b = segment(8);
   std::vector<std::vector<int32_t>> outputs;
-  for (const AudioSegment* audio : {&a, &b, &a}) {
+  for (const frontends::AudioSegment* audio : {&a, &b, &a}) {
     const int64_t before = f.computed_tokens();
     auto o = f.submit(prompt, *audio, 6);
     ASSERT_TRUE(o->wait());
@@ -417,7 +417,7 @@ TEST(GenerateSpeech, ConcurrentIdenticalPromptsKeepTheirOwnMemories) {
   Fixture f("speech_concurrent");
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   const auto prompt = speech_prompt(9);
-  std::vector<AudioSegment> audio;
+  std::vector<frontends::AudioSegment> audio;
   std::vector<std::shared_ptr<Outcome>> outs;
   for (uint32_t r = 0; r < 4; ++r) {
     audio.push_back(segment(200 + r));
@@ -435,7 +435,7 @@ TEST(GenerateSpeech, AProcessorForcesTokensOnTheProcessedRowAndSeesItsProbeRow) 
   Fixture f("speech_processor");
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   const auto prompt = speech_prompt(4);  // 8 tokens
-  const AudioSegment a = segment(3);
+  const frontends::AudioSegment a = segment(3);
   const std::vector<int32_t> script = {1000, 1001, 1002};
   // Probe position 0 (<|startoftranscript|>, an extra row) and the prompt's last position (the
   // row that is also sampled).
@@ -478,7 +478,7 @@ TEST(GenerateSpeech, AProbeRowInAnEarlyPrefillChunkIsComputed) {
   Fixture f("speech_probe_chunk", s);
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   const auto prompt = speech_prompt(20);  // 24 tokens: three chunks of 8
-  const AudioSegment a = segment(4);
+  const frontends::AudioSegment a = segment(4);
   auto log = std::make_shared<ProcessorLog>();
   auto o = f.submit(prompt, a, 4, scripted(log, {{}}, 10));
   ASSERT_TRUE(o->wait());
@@ -495,7 +495,7 @@ TEST(GenerateSpeech, ForksGetTheirOwnProcessorsAndOnlyChoiceZeroIsProbed) {
   Fixture f("speech_forks");
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   const auto prompt = speech_prompt(2);
-  const AudioSegment a = segment(5);
+  const frontends::AudioSegment a = segment(5);
   auto log = std::make_shared<ProcessorLog>();
   const std::vector<std::vector<int32_t>> scripts = {{700, 701}, {800}, {900, 901, 902}};
   auto o = f.submit(prompt, a, 4, scripted(log, scripts, 0), 3);
@@ -527,7 +527,7 @@ TEST(GenerateSpeech, PreemptionKeepsTheMemoryAndRecomputesExactly) {
   s.max_step_tokens = 64;
   Fixture f("speech_preempt", s);
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
-  std::vector<AudioSegment> audio;
+  std::vector<frontends::AudioSegment> audio;
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::shared_ptr<Outcome>> outs;
   std::vector<std::shared_ptr<ProcessorLog>> logs;
@@ -559,7 +559,7 @@ TEST(GenerateSpeech, RequestsWithAProcessorAreNotSpeculated) {
   Fixture f("speech_spec", s);
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   const auto prompt = speech_prompt(6);
-  const AudioSegment a = segment(9);
+  const frontends::AudioSegment a = segment(9);
   auto log = std::make_shared<ProcessorLog>();
   auto with = f.submit(prompt, a, 16, scripted(log, {{}}, -1));
   ASSERT_TRUE(with->wait());
@@ -578,22 +578,22 @@ TEST(GenerateSpeech, BadAudioFailsAloneWithClearErrors) {
   Fixture f("speech_bad");
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
   const auto prompt = speech_prompt(2);
-  auto expect_error = [&](std::optional<AudioSegment> audio, const std::string& message,
-                          LogitsProcessorFactory processor = {}) {
+  auto expect_error = [&](std::optional<frontends::AudioSegment> audio, const std::string& message,
+                          frontends::LogitsProcessorFactory processor = {}) {
     auto o = f.submit(prompt, std::move(audio), 4, std::move(processor));
     ASSERT_TRUE(o->wait());
     EXPECT_EQ(o->status.code(), StatusCode::invalid_argument) << o->status.to_string();
     EXPECT_NE(o->status.message().find(message), std::string::npos) << o->status.message();
   };
   expect_error(std::nullopt, "a request to a speech model needs an audio segment");
-  AudioSegment odd = segment(1, 12);
+  frontends::AudioSegment odd = segment(1, 12);
   odd.frames = 11;
   expect_error(odd, "the audio segment has 11 frames; the speech encoder takes an even count in [2, 20]");
   expect_error(segment(1, 22), "the audio segment has 22 frames");
-  AudioSegment short_features = segment(1, 12);
+  frontends::AudioSegment short_features = segment(1, 12);
   short_features.frames = 10;
   expect_error(short_features, "the audio segment holds 960 values, not num_mel_bins × frames = 80 × 10");
-  AudioSegment none;
+  frontends::AudioSegment none;
   none.features = nullptr;
   none.frames = 10;
   expect_error(none, "the audio segment holds 0 values");
@@ -602,7 +602,7 @@ TEST(GenerateSpeech, BadAudioFailsAloneWithClearErrors) {
                scripted(log, {{}}, 6));
   EXPECT_EQ(f.encoder_calls(), 0);
   // The engine goes on.
-  const AudioSegment good = segment(2);
+  const frontends::AudioSegment good = segment(2);
   auto o = f.submit(prompt, good, 4);
   ASSERT_TRUE(o->wait());
   ASSERT_TRUE(o->status.ok()) << o->status.to_string();
@@ -636,7 +636,7 @@ TEST(GenerateSpeech, AnEncoderFailureFailsItsRequestsAndTheEngineGoesOn) {
   s.encoder_poison = 42.0f;
   Fixture f("speech_encoder_failure", s);
   ASSERT_TRUE(f.load_status.ok()) << f.load_status.to_string();
-  AudioSegment bad = segment(1);
+  frontends::AudioSegment bad = segment(1);
   auto features = std::make_shared<std::vector<float>>(*bad.features);
   (*features)[0] = 42.0f;
   bad.features = features;
@@ -646,7 +646,7 @@ TEST(GenerateSpeech, AnEncoderFailureFailsItsRequestsAndTheEngineGoesOn) {
   EXPECT_NE(o->status.message().find("speech encoding failed: fake speech encoder: poisoned segment"),
             std::string::npos)
       << o->status.message();
-  const AudioSegment good = segment(2);
+  const frontends::AudioSegment good = segment(2);
   auto ok = f.submit(speech_prompt(2), good, 4);
   ASSERT_TRUE(ok->wait());
   ASSERT_TRUE(ok->status.ok()) << ok->status.to_string();
@@ -704,7 +704,7 @@ TEST(GenerateSpeech, TranscribeKnobsAndTasksAreChecked) {
 struct WhisperReference {
   std::string model_dir;
   std::vector<int32_t> prompt;
-  std::vector<AudioSegment> audio;              // the two 30-s segments, then the reduced (10 s) one
+  std::vector<frontends::AudioSegment> audio;              // the two 30-s segments, then the reduced (10 s) one
   std::vector<std::vector<int32_t>> generated;  // the reference's greedy tokens of each
 };
 
@@ -734,7 +734,7 @@ Result<WhisperReference> whisper_reference() {
     const Tensor c = t->contiguous();
     const int64_t per = c.size(1) * c.size(2);
     for (int64_t s = 0; s < c.size(0); ++s) {
-      AudioSegment a;
+      frontends::AudioSegment a;
       a.features = std::make_shared<std::vector<float>>(c.data<float>() + s * per, c.data<float>() + (s + 1) * per);
       a.frames = c.size(2);
       r.audio.push_back(std::move(a));
@@ -781,21 +781,21 @@ TEST(GenerateSpeech, RealTinyWhisperThroughTheEngine) {
   EXPECT_NE(ref->generated[0], ref->generated[1]);
   EXPECT_EQ(f.metric("prism_asr_segments_encoded_total"), 4.0);
 
-  auto frontend = std::dynamic_pointer_cast<const GenerateFrontend>(f.d->frontend());
+  auto frontend = std::dynamic_pointer_cast<const frontends::GenerateFrontend>(f.d->frontend());
   ASSERT_NE(frontend, nullptr);
-  const SpeechProcessor& speech = *frontend->speech();
-  SpeechDecodeOptions options;  // language detected, timestamps on
+  const frontends::SpeechProcessor& speech = *frontend->speech();
+  frontends::SpeechDecodeOptions options;  // language detected, timestamps on
   const std::vector<int32_t> prompt = speech.prompt(options);
   ASSERT_EQ(prompt, std::vector<int32_t>{kSot});
 
   struct Decode {
-    std::shared_ptr<std::vector<SpeechObservation>> observations;
+    std::shared_ptr<std::vector<frontends::SpeechObservation>> observations;
     std::shared_ptr<Outcome> outcome;
   };
-  auto decode = [&](const AudioSegment& audio) {
+  auto decode = [&](const frontends::AudioSegment& audio) {
     Decode d;
-    d.observations = std::make_shared<std::vector<SpeechObservation>>(1);
-    auto in = std::make_unique<GenerateInput>();
+    d.observations = std::make_shared<std::vector<frontends::SpeechObservation>>(1);
+    auto in = std::make_unique<frontends::GenerateInput>();
     in->prompt = prompt;
     in->audio = audio;
     in->logits_processor = speech.rules(options, d.observations);
@@ -809,18 +809,18 @@ TEST(GenerateSpeech, RealTinyWhisperThroughTheEngine) {
   ASSERT_TRUE(single.outcome->wait());
   ASSERT_TRUE(single.outcome->status.ok()) << single.outcome->status.to_string();
   std::vector<Decode> together;
-  for (const AudioSegment& audio : ref->audio) together.push_back(decode(audio));
+  for (const frontends::AudioSegment& audio : ref->audio) together.push_back(decode(audio));
   for (Decode& d : together) {
     ASSERT_TRUE(d.outcome->wait());
     ASSERT_TRUE(d.outcome->status.ok()) << d.outcome->status.to_string();
   }
-  const GenerateOutput& a = single.outcome->out;
-  const GenerateOutput& b = together[1].outcome->out;
+  const frontends::GenerateOutput& a = single.outcome->out;
+  const frontends::GenerateOutput& b = together[1].outcome->out;
   EXPECT_EQ(a.choices[0].tokens, b.choices[0].tokens);
   EXPECT_EQ((*single.observations)[0].language, (*together[1].observations)[0].language);
   EXPECT_EQ((*single.observations)[0].no_speech_prob, (*together[1].observations)[0].no_speech_prob);
   for (const Decode& d : together) {
-    const SpeechObservation& o = (*d.observations)[0];
+    const frontends::SpeechObservation& o = (*d.observations)[0];
     const std::vector<int32_t>& tokens = d.outcome->out.choices[0].tokens;
     // The probe ran: a probability read at <|startoftranscript|>.
     EXPECT_GT(o.no_speech_prob, 0.0f);

@@ -17,8 +17,8 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-SamplingParams greedy_params() {
-  SamplingParams p;
+frontends::SamplingParams greedy_params() {
+  frontends::SamplingParams p;
   p.temperature = 0.0f;
   return p;
 }
@@ -37,7 +37,7 @@ std::vector<int32_t> survivors(const std::vector<float>& row) {
   return ids;
 }
 
-std::vector<int32_t> filtered(const SamplingParams& params, std::vector<float> row, uint64_t seed = 1) {
+std::vector<int32_t> filtered(const frontends::SamplingParams& params, std::vector<float> row, uint64_t seed = 1) {
   SequenceSampler s(params, seed, {});
   s.sample(row);
   return survivors(row);
@@ -69,7 +69,7 @@ TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
 }
 
 TEST(Sampler, VerySmallTemperatureIsGreedy) {
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.temperature = 1e-7f;
   SequenceSampler s(p, 5, {});
   for (int i = 0; i < 20; ++i) {
@@ -79,7 +79,7 @@ TEST(Sampler, VerySmallTemperatureIsGreedy) {
 }
 
 TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.temperature = 1.0f;
   std::mt19937 gen(7);
   std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -97,7 +97,7 @@ TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
 }
 
 TEST(Sampler, TopKKeepsTheKLargestAndTiesAtTheThreshold) {
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.top_k = 2;
   EXPECT_EQ(filtered(p, {1.0f, 4.0f, 2.0f, 3.0f}), (std::vector<int32_t>{1, 3}));
   EXPECT_EQ(filtered(p, {1.0f, 4.0f, 3.0f, 3.0f}), (std::vector<int32_t>{1, 2, 3}));
@@ -113,7 +113,7 @@ TEST(Sampler, TopKKeepsTheKLargestAndTiesAtTheThreshold) {
 
 TEST(Sampler, TopPKeepsTheSmallestHeadReachingTheMass) {
   const std::vector<float> row = log_probs({0.5, 0.3, 0.15, 0.05});
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.top_p = 0.45f;
   EXPECT_EQ(filtered(p, row), (std::vector<int32_t>{0}));
   p.top_p = 0.55f;
@@ -131,7 +131,7 @@ TEST(Sampler, TopPKeepsTheSmallestHeadReachingTheMass) {
 TEST(Sampler, TopPIsComputedAfterTopK) {
   // top-k 2 leaves {0.5, 0.3} → renormalised {0.625, 0.375}; top_p 0.6 keeps only the first.
   const std::vector<float> row = log_probs({0.5, 0.3, 0.15, 0.05});
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.top_k = 2;
   p.top_p = 0.6f;
   EXPECT_EQ(filtered(p, row), (std::vector<int32_t>{0}));
@@ -141,7 +141,7 @@ TEST(Sampler, TopPIsComputedAfterTopK) {
 
 TEST(Sampler, MinPDropsTokensBelowAFractionOfTheMostLikely) {
   const std::vector<float> row = log_probs({0.5, 0.3, 0.15, 0.05});
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.min_p = 0.2f;  // p >= 0.1
   EXPECT_EQ(filtered(p, row), (std::vector<int32_t>{0, 1, 2}));
   p.min_p = 0.5f;  // p >= 0.25
@@ -156,7 +156,7 @@ TEST(Sampler, MinPDropsTokensBelowAFractionOfTheMostLikely) {
 }
 
 TEST(Sampler, RepetitionPenaltyOverPromptAndOutput) {
-  SamplingParams p = greedy_params();
+  frontends::SamplingParams p = greedy_params();
   p.repetition_penalty = 2.0f;
   const std::vector<int32_t> prompt = {1, 2, 2};
   SequenceSampler s(p, 1, prompt);
@@ -173,7 +173,7 @@ TEST(Sampler, RepetitionPenaltyOverPromptAndOutput) {
 }
 
 TEST(Sampler, FrequencyAndPresencePenaltiesOverOutputOnly) {
-  SamplingParams p = greedy_params();
+  frontends::SamplingParams p = greedy_params();
   p.frequency_penalty = 0.5f;
   p.presence_penalty = 0.25f;
   const std::vector<int32_t> prompt = {0};
@@ -194,7 +194,7 @@ TEST(Sampler, FrequencyAndPresencePenaltiesOverOutputOnly) {
 }
 
 TEST(Sampler, NegativePresencePenaltyEncouragesRepeats) {
-  SamplingParams p = greedy_params();
+  frontends::SamplingParams p = greedy_params();
   p.presence_penalty = -1.0f;
   SequenceSampler s(p, 1, {});
   std::vector<float> row = {1.0f, 1.5f};
@@ -206,7 +206,7 @@ TEST(Sampler, NegativePresencePenaltyEncouragesRepeats) {
 TEST(Sampler, TemperatureSamplingFollowsTheTemperedSoftmax) {
   const std::vector<float> logits = {0.0f, 1.0f, 2.0f, 3.0f, kNegInf};
   for (float temperature : {0.5f, 1.0f, 2.0f}) {
-    SamplingParams p;
+    frontends::SamplingParams p;
     p.temperature = temperature;
     SequenceSampler s(p, 1234, {});
     std::vector<double> expected;
@@ -226,7 +226,7 @@ TEST(Sampler, TemperatureSamplingFollowsTheTemperedSoftmax) {
 
 TEST(Sampler, FilteredSamplingFollowsTheRenormalisedDistribution) {
   // top_k 3 of {0.4, 0.3, 0.2, 0.1}: {0.4, 0.3, 0.2} / 0.9.
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.top_k = 3;
   SequenceSampler s(p, 99, {});
   std::vector<int> counts(4, 0);
@@ -238,7 +238,7 @@ TEST(Sampler, FilteredSamplingFollowsTheRenormalisedDistribution) {
 }
 
 // The filters at a real vocabulary size against a full sort.
-std::vector<int32_t> reference_filter(const std::vector<float>& logits, const SamplingParams& p) {
+std::vector<int32_t> reference_filter(const std::vector<float>& logits, const frontends::SamplingParams& p) {
   std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   std::vector<float> l = logits;
@@ -277,7 +277,7 @@ TEST(Sampler, FiltersMatchAFullSortAtVocab128k) {
   for (const Case& c : {Case{0, 0.9f, 0.0f, 1.0f}, Case{0, 0.999f, 0.0f, 0.7f}, Case{50, 1.0f, 0.0f, 1.0f},
                         Case{40, 0.8f, 0.0f, 1.3f}, Case{0, 1.0f, 0.01f, 1.0f}, Case{0, 0.5f, 0.05f, 1.0f},
                         Case{1000, 0.95f, 0.001f, 1.0f}, Case{0, 0.3f, 0.0f, 2.0f}}) {
-    SamplingParams p;
+    frontends::SamplingParams p;
     p.top_k = c.top_k;
     p.top_p = c.top_p;
     p.min_p = c.min_p;
@@ -290,7 +290,7 @@ TEST(Sampler, FiltersMatchAFullSortAtVocab128k) {
 }
 
 TEST(Sampler, LogprobsAreTheRawLogSoftmaxMostLikelyFirst) {
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.temperature = 0.3f;
   p.repetition_penalty = 3.0f;  // neither changes the reported logprobs
   p.logprobs = true;
@@ -309,9 +309,9 @@ TEST(Sampler, LogprobsAreTheRawLogSoftmaxMostLikelyFirst) {
   EXPECT_EQ(t.logprobs.top[0].token, 1);  // tie with 2: the lower id first
   EXPECT_EQ(t.logprobs.top[1].token, 2);
   EXPECT_EQ(t.logprobs.top[2].token, 0);
-  for (const TokenLogprob& e : t.logprobs.top) EXPECT_NEAR(e.logprob, lp(e.token), 1e-6);
+  for (const frontends::TokenLogprob& e : t.logprobs.top) EXPECT_NEAR(e.logprob, lp(e.token), 1e-6);
 
-  SamplingParams off;
+  frontends::SamplingParams off;
   SequenceSampler quiet(off, 5, {});
   row = logits;
   const SampledToken q = quiet.sample(row);
@@ -320,7 +320,7 @@ TEST(Sampler, LogprobsAreTheRawLogSoftmaxMostLikelyFirst) {
 
 TEST(Sampler, MaskedRowsAndNaNAreHandled) {
   // -inf entries (a masked vocabulary) never win, are never drawn and come last in top_logprobs.
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.top_k = 3;  // more than the finite values: keeps them all
   p.logprobs = true;
   p.top_logprobs = 4;
@@ -339,7 +339,7 @@ TEST(Sampler, MaskedRowsAndNaNAreHandled) {
   std::vector<float> nan_row = {std::nanf(""), 2.0f, std::nanf(""), 1.0f};
   SequenceSampler g(greedy_params(), 1, {});
   EXPECT_EQ(g.sample(nan_row).token, 1);
-  SequenceSampler r(SamplingParams{}, 1, {});
+  SequenceSampler r(frontends::SamplingParams{}, 1, {});
   for (int i = 0; i < 50; ++i) {
     std::vector<float> row = {std::nanf(""), 2.0f, std::nanf(""), 1.0f};
     const int32_t t = r.sample(row).token;
@@ -373,7 +373,7 @@ TEST(Sampler, ShortRowsAtEveryPosition) {
       // One token with all the mass (the others -inf): every draw is that token.
       std::vector<float> one(size_t(n), kNegInf);
       one[size_t(at)] = 0.5f;
-      SequenceSampler r(SamplingParams{}, uint64_t(n * 100 + at), {});
+      SequenceSampler r(frontends::SamplingParams{}, uint64_t(n * 100 + at), {});
       ASSERT_EQ(r.sample(one).token, at) << n << " " << at;
     }
 }
@@ -381,7 +381,7 @@ TEST(Sampler, ShortRowsAtEveryPosition) {
 // Logprobs of short rows: the reported values are a log-softmax of the raw row (they
 // exponentiate to a distribution), the top list in order, for every tail length.
 TEST(Sampler, LogprobsOfShortRowsNormalise) {
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.logprobs = true;
   p.top_logprobs = 20;
   for (int n = 1; n <= 33; ++n) {
@@ -391,7 +391,7 @@ TEST(Sampler, LogprobsOfShortRowsNormalise) {
     const SampledToken t = s.sample(row);
     ASSERT_EQ(t.logprobs.top.size(), size_t(std::min(n, 20)));
     double mass = 0;
-    for (const TokenLogprob& e : t.logprobs.top) mass += std::exp(double(e.logprob));
+    for (const frontends::TokenLogprob& e : t.logprobs.top) mass += std::exp(double(e.logprob));
     if (n <= 20) {
       EXPECT_NEAR(mass, 1.0, 1e-5) << n;
     }
@@ -433,7 +433,7 @@ TEST(Sampler, VerifyGreedyAcceptsTheArgmaxPrefixThenCorrects) {
 
 TEST(Sampler, VerifyGreedyEqualsPlainDecodingWithPenalties) {
   // The penalty of each row must see the draft tokens accepted before it.
-  SamplingParams p = greedy_params();
+  frontends::SamplingParams p = greedy_params();
   p.frequency_penalty = 2.0f;
   const int64_t vocab = 3;
   const std::vector<float> row = {3.0f, 2.5f, 0.0f};
@@ -465,7 +465,7 @@ TEST(Sampler, VerifySamplingKeepsTheTargetDistribution) {
     int accepted = 0;
     const int n = 30000;
     for (int i = 0; i < n; ++i) {
-      SequenceSampler s(SamplingParams{}, uint64_t(i) * 7919 + 1, {});
+      SequenceSampler s(frontends::SamplingParams{}, uint64_t(i) * 7919 + 1, {});
       std::vector<float> rows = log_probs(p);
       const std::vector<float> r1 = log_probs(q);
       rows.insert(rows.end(), r1.begin(), r1.end());
@@ -488,7 +488,7 @@ TEST(Sampler, VerifySamplingKeepsTheTargetDistribution) {
 }
 
 TEST(Sampler, VerifyNeverAcceptsAFilteredDraftToken) {
-  SamplingParams p;
+  frontends::SamplingParams p;
   p.top_k = 2;
   const int64_t vocab = 4;
   for (int i = 0; i < 200; ++i) {
@@ -502,7 +502,7 @@ TEST(Sampler, VerifyNeverAcceptsAFilteredDraftToken) {
 }
 
 TEST(Sampler, VerifyReportsLogprobsPerToken) {
-  SamplingParams p = greedy_params();
+  frontends::SamplingParams p = greedy_params();
   p.logprobs = true;
   p.top_logprobs = 1;
   SequenceSampler s(p, 1, {});

@@ -10,6 +10,10 @@
 namespace prism::models {
 namespace {
 
+using configs::parse_pooling;
+using configs::Pooling;
+using configs::pooling_name;
+
 // hidden [T, 2]: row t = (t, 10 t), so every pooled value says which rows it read.
 Tensor rows(int64_t t) {
   std::vector<float> v;

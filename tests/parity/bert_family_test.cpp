@@ -1,4 +1,4 @@
-// Parity of the BERT-family encoders (models/bert, models/pooling, models/sentence_embedding)
+// Parity of the BERT-family encoders (models/bert, models/pooling, configs/sentence_embedding)
 // with tests/reference/bert_family.py. For every real layout (bert-base-uncased, MiniLM, BGE,
 // E5, GTE, XLM-R) the generator writes a tiny random Hugging Face directory (config.json,
 // weights under the family's real names, sentence-transformers files, tokenizer) and
@@ -20,10 +20,10 @@
 #include <gtest/gtest.h>
 
 #include "base/file.h"
+#include "configs/sentence_embedding.h"
 #include "formats/safetensors.h"
 #include "models/bert/bert.h"
 #include "models/pooling.h"
-#include "models/sentence_embedding.h"
 #include "runtime/arena.h"
 #include "runtime/ops.h"
 #include "test_util/paths.h"
@@ -34,7 +34,7 @@ namespace prism {
 namespace {
 
 using models::EncoderBatch;
-using models::Pooling;
+using configs::Pooling;
 using ops::Precision;
 
 constexpr char kScript[] = "bert_family.py";
@@ -118,7 +118,7 @@ Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) {
   return out;
 }
 
-Tensor embed(const Tensor& hidden, const EncoderBatch& batch, const models::SentenceEmbeddingConfig& config) {
+Tensor embed(const Tensor& hidden, const EncoderBatch& batch, const configs::SentenceEmbeddingConfig& config) {
   Tensor e = models::pool(hidden, batch, config.pooling);
   if (config.normalize) models::l2_normalize_rows(e);
   return e;
@@ -160,11 +160,11 @@ TEST_P(BertFamilyF32, MatchesReferencePackedAndPadded) {
   const Layout& layout = GetParam();
   auto dir = generated_dir(layout);
   ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
-  auto config = models::read_sentence_embedding_config(*dir);
+  auto config = configs::read_sentence_embedding_config(*dir);
   ASSERT_TRUE(config.has_value()) << config.status().to_string();
   EXPECT_EQ(config->pooling, layout.pooling) << config->source;
   EXPECT_EQ(config->normalize, layout.normalize) << config->source;
-  auto bert_config = models::BertConfig::load(*dir);
+  auto bert_config = configs::BertConfig::load(*dir);
   ASSERT_TRUE(bert_config.has_value()) << bert_config.status().to_string();
   auto encoder = models::load_bert(*dir, Precision::f32);
   ASSERT_TRUE(encoder.has_value()) << encoder.status().to_string();
@@ -215,7 +215,7 @@ TEST_P(BertFamilyTokenizer, LoadsAndFitsTheModel) {
   // all-MiniLM-L6-v2's real tokenizer.json pads every text to 128 tokens (and truncates
   // there): an embedder packs sequences instead, so it turns that off.
   tokenizer->set_padding(std::nullopt);
-  auto config = models::BertConfig::load(*dir);
+  auto config = configs::BertConfig::load(*dir);
   ASSERT_TRUE(config.has_value()) << config.status().to_string();
   auto ref = read_reference(*dir);
   ASSERT_TRUE(ref.has_value()) << ref.status().to_string();
@@ -270,7 +270,7 @@ TEST_P(BertFamilyQuantised, Bf16AndInt8WithinPrecision) {
   const Layout& layout = GetParam();
   auto dir = generated_dir(layout);
   ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
-  auto config = models::read_sentence_embedding_config(*dir);
+  auto config = configs::read_sentence_embedding_config(*dir);
   ASSERT_TRUE(config.has_value()) << config.status().to_string();
   auto ref = read_reference(*dir);
   ASSERT_TRUE(ref.has_value()) << ref.status().to_string();

@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "formats/hf_config.h"
+#include "configs/hf_config.h"
 #include "formats/safetensors.h"
 #include "runtime/ops.h"
 #include "test_util/reference_io.h"
@@ -38,11 +38,11 @@ struct BlockConfig {
   double rms_norm_eps = 0;
   double rope_theta = 0;
 
-  static Result<BlockConfig> from_hf(const formats::HfConfig& hf);
+  static Result<BlockConfig> from_hf(const configs::HfConfig& hf);
   Status validate() const;
 };
 
-Result<BlockConfig> BlockConfig::from_hf(const formats::HfConfig& hf) {
+Result<BlockConfig> BlockConfig::from_hf(const configs::HfConfig& hf) {
   BlockConfig c;
   PRISM_ASSIGN_OR_RETURN(c.hidden_size, hf.get_int("hidden_size"));
   PRISM_ASSIGN_OR_RETURN(c.intermediate_size, hf.get_int("intermediate_size"));
@@ -159,7 +159,7 @@ void expect_parity(const std::string& dir_name, const std::string& args, Precisi
                    const std::vector<Bound>& bounds) {
   auto dir = test::generate_reference(kScript, dir_name, args);
   ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
-  auto hf = formats::HfConfig::load(*dir);
+  auto hf = configs::HfConfig::load(*dir);
   ASSERT_TRUE(hf.has_value()) << hf.status().to_string();
   auto config = BlockConfig::from_hf(*hf);
   ASSERT_TRUE(config.has_value()) << config.status().to_string();

@@ -30,8 +30,8 @@ namespace {
 
 using models::EncoderBatch;
 using models::VisionTower;
-using models::VisionTowerConfig;
-using models::VisionTowerKind;
+using configs::VisionTowerConfig;
+using configs::VisionTowerKind;
 using ops::Precision;
 
 constexpr char kScript[] = "vision_family.py";

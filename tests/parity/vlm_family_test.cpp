@@ -16,11 +16,12 @@
 #include <gtest/gtest.h>
 
 #include "base/file.h"
+#include "configs/vlm_config.h"
 #include "formats/safetensors.h"
 #include "models/vision/vision_tower.h"
 #include "models/vlm/pixel_shuffle.h"
 #include "models/vlm/vision_language.h"
-#include "models/vlm/vlm_config.h"
+#include "models/vlm/vlm_weight_names.h"
 #include "runtime/ops.h"
 #include "test_util/paths.h"
 #include "test_util/reference_io.h"
@@ -340,7 +341,7 @@ TEST(VlmMediaEncoder, FlopsAreTheTowersAndTheProjectors) {
   ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
   auto encoder = models::load_vlm_media_encoder(*dir, Precision::f32);
   ASSERT_TRUE(encoder.has_value()) << encoder.status().to_string();
-  auto config = models::VlmConfig::load(*dir);
+  auto config = configs::VlmConfig::load(*dir);
   ASSERT_TRUE(config.has_value()) << config.status().to_string();
   auto tower_config = config->vision_tower();
   ASSERT_TRUE(tower_config.has_value()) << tower_config.status().to_string();
@@ -377,9 +378,9 @@ TEST(VlmMediaEncoder, LlavaLoadsOnlyTheLayersItRuns) {
 TEST(VlmConfig, OmittedKeysTakeTransformersDefaults) {
   auto dir = generated_dir(kFamilies[0]);
   ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
-  auto config = models::VlmConfig::load(*dir);
+  auto config = configs::VlmConfig::load(*dir);
   ASSERT_TRUE(config.has_value()) << config.status().to_string();
-  EXPECT_EQ(config->family, models::VlmFamily::llava);
+  EXPECT_EQ(config->family, configs::VlmFamily::llava);
   EXPECT_EQ(config->image_token_id, 150);
   EXPECT_EQ(config->vision_feature_layer, -2);
   auto text = config->text_model();
@@ -390,15 +391,15 @@ TEST(VlmConfig, OmittedKeysTakeTransformersDefaults) {
   ASSERT_TRUE(tower.has_value()) << tower.status().to_string();
   EXPECT_EQ(tower->hidden_act, "quick_gelu");  // CLIPVisionConfig's default
   EXPECT_DOUBLE_EQ(tower->layer_norm_eps, 1e-5);
-  EXPECT_EQ(tower->kind, models::VisionTowerKind::clip);
+  EXPECT_EQ(tower->kind, configs::VisionTowerKind::clip);
 
   auto idefics3 = generated_dir(kFamilies[2]);
   ASSERT_TRUE(idefics3.has_value()) << idefics3.status().to_string();
-  auto c3 = models::VlmConfig::load(*idefics3);
+  auto c3 = configs::VlmConfig::load(*idefics3);
   ASSERT_TRUE(c3.has_value()) << c3.status().to_string();
-  EXPECT_EQ(c3->family, models::VlmFamily::idefics3);
+  EXPECT_EQ(c3->family, configs::VlmFamily::idefics3);
   EXPECT_EQ(c3->scale_factor, 2);
-  EXPECT_EQ(c3->tower_kind, models::VisionTowerKind::siglip);
+  EXPECT_EQ(c3->tower_kind, configs::VisionTowerKind::siglip);
   auto text3 = c3->text_model();  // its text_config names VLlama3ForCausalLM: not a refusal
   ASSERT_TRUE(text3.has_value()) << text3.status().to_string();
   EXPECT_EQ(text3->max_position_embeddings, 8192);

@@ -509,9 +509,9 @@ TEST(WhisperModel, SpecWeightBytesAndFlops) {
 TEST(WhisperModel, ConfigAndDetection) {
   auto dir = model_only_dir();
   ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
-  EXPECT_TRUE(models::is_whisper_model(*dir));
-  EXPECT_FALSE(models::is_whisper_model(test::scratch_dir("whisper_family_nothing")));
-  auto c = models::read_whisper_config(*dir);
+  EXPECT_TRUE(configs::is_whisper_model(*dir));
+  EXPECT_FALSE(configs::is_whisper_model(test::scratch_dir("whisper_family_nothing")));
+  auto c = configs::WhisperConfig::load(*dir);
   ASSERT_TRUE(c.has_value()) << c.status().to_string();
   EXPECT_EQ(c->d_model, 64);
   EXPECT_EQ(c->encoder_layers, 2);
@@ -521,12 +521,12 @@ TEST(WhisperModel, ConfigAndDetection) {
   EXPECT_EQ(c->max_source_positions, 1500);
   EXPECT_EQ(c->max_target_positions, 448);
   EXPECT_EQ(c->vocab_size, 512);
-  EXPECT_EQ(c->activation, ops::Activation::gelu_erf);
+  EXPECT_EQ(c->activation, configs::Activation::gelu_erf);
 
   // Omitted keys take transformers' defaults (whisper-tiny's).
-  auto hf = formats::HfConfig::parse(R"({"model_type": "whisper"})");
+  auto hf = configs::HfConfig::parse(R"({"model_type": "whisper"})");
   ASSERT_TRUE(hf.has_value());
-  auto defaults = models::WhisperConfig::from_hf(*hf);
+  auto defaults = configs::WhisperConfig::from_hf(*hf);
   ASSERT_TRUE(defaults.has_value()) << defaults.status().to_string();
   EXPECT_EQ(defaults->d_model, 384);
   EXPECT_EQ(defaults->decoder_layers, 4);

@@ -1,4 +1,4 @@
-"""Reference for engines/generate/speech_processor: openai/whisper's decoding-time logit
+"""Reference for frontends/speech_processor: openai/whisper's decoding-time logit
 filters (decoding.py: SuppressBlank, SuppressTokens, ApplyTimestampRules, and
 detect_language's pick among the language tokens) written again here in torch from the
 algorithm, run over seeded random logit rows and token histories. The ids come from the

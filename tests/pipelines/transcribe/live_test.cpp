@@ -21,8 +21,8 @@
 
 #include "base/check.h"
 #include "base/file.h"
-#include "engines/generate/generate_frontend.h"
-#include "engines/generate/generate_payload.h"
+#include "frontends/generate_frontend.h"
+#include "frontends/generate_payload.h"
 #include "media/audio.h"
 #include "media/log_mel.h"
 #include "serving/metrics.h"
@@ -32,10 +32,10 @@
 namespace prism::pipelines::transcribe {
 namespace {
 
-using engines::generate::GenerateFrontend;
-using engines::generate::GenerateInput;
-using engines::generate::GenerateOutput;
-using engines::generate::SpeechProcessor;
+using frontends::GenerateFrontend;
+using frontends::GenerateInput;
+using frontends::GenerateOutput;
+using frontends::SpeechProcessor;
 using serving::Clock;
 
 constexpr int kRate = media::kSpeechSampleRate;
@@ -172,10 +172,10 @@ class FakeEngine {
       tokens = speech().encode_text(text);
     }
     auto out = std::make_unique<GenerateOutput>();
-    engines::generate::ChoiceDelta c;
+    frontends::ChoiceDelta c;
     c.tokens = tokens;
     for (int32_t t : tokens) c.logprobs.push_back({{t, lp}, {}});
-    c.finish = engines::generate::FinishReason::stop;
+    c.finish = frontends::FinishReason::stop;
     out->completion_tokens = int64_t(tokens.size()) + 1;
     out->choices.push_back(std::move(c));
     r->complete(serving::PayloadPtr(std::move(out)));

@@ -32,10 +32,10 @@
 namespace prism::pipelines::transcribe {
 namespace {
 
-using engines::generate::GenerateFrontend;
-using engines::generate::GenerateInput;
-using engines::generate::GenerateOutput;
-using engines::generate::SpeechProcessor;
+using frontends::GenerateFrontend;
+using frontends::GenerateInput;
+using frontends::GenerateOutput;
+using frontends::SpeechProcessor;
 
 constexpr double kRate = media::kSpeechSampleRate;
 
@@ -156,7 +156,7 @@ class FakeEngine {
     serving::RequestPtr r = request(i);
     const auto& in = dynamic_cast<const GenerateInput&>(*r->input);
     if (in.logits_processor) {
-      std::unique_ptr<engines::generate::LogitsProcessor> p = in.logits_processor(0);
+      std::unique_ptr<frontends::LogitsProcessor> p = in.logits_processor(0);
       if (p->probe_position() >= 0) {
         // softmax(row)[nospeech] = a.no_speech with every other logit 0.
         std::vector<float> row(size_t(frontend_->vocab_size()), 0.0f);
@@ -166,10 +166,10 @@ class FakeEngine {
       }
     }
     auto out = std::make_unique<GenerateOutput>();
-    engines::generate::ChoiceDelta c;
+    frontends::ChoiceDelta c;
     c.tokens = tokens(a);
     for (const int32_t t : c.tokens) c.logprobs.push_back({{t, a.token_logprob}, {}});
-    c.finish = engines::generate::FinishReason::stop;
+    c.finish = frontends::FinishReason::stop;
     out->completion_tokens = int64_t(c.tokens.size()) + 1;
     out->choices.push_back(std::move(c));
     r->complete(serving::PayloadPtr(std::move(out)));
@@ -417,12 +417,12 @@ TEST_F(TranscriptionTest, ThePromptConditionsOnlyTheFirstParallelChunk) {
   TranscribeOptions o;
   o.prompt = "Kennedy, Americans";
   o.language = "English";
-  o.task = engines::generate::SpeechTask::translate;
+  o.task = frontends::SpeechTask::translate;
   auto t = Transcription::start(context(), audio, o, rec_.events());
   ASSERT_EQ(engine_.size(), n);
-  engines::generate::SpeechDecodeOptions d;
+  frontends::SpeechDecodeOptions d;
   d.language = "en";
-  d.task = engines::generate::SpeechTask::translate;
+  d.task = frontends::SpeechTask::translate;
   d.segment_seconds = double(expected_chunks(audio)[0].end - expected_chunks(audio)[0].start) / kRate;
   d.previous = speech().encode_text(o.prompt);
   EXPECT_EQ(engine_.input(0).prompt, speech().prompt(d));
@@ -448,7 +448,7 @@ TEST_F(TranscriptionTest, SequentialChunksFollowOneAnotherConditionedOnTheText) 
   EXPECT_EQ(engine_.chunk(1), 1);
   const std::vector<int32_t> t0 = engine_.tokens({chunk_text(0), 0, 1});
   const std::vector<Chunk> chunks = expected_chunks(audio);
-  engines::generate::SpeechDecodeOptions d;
+  frontends::SpeechDecodeOptions d;
   d.language = "en";
   d.previous = t0;
   d.segment_seconds = double(chunks[1].end - chunks[1].start) / kRate;
@@ -757,7 +757,7 @@ TEST(RealWhisper, AShortFileCompletesWhileATenMinuteOneStillDecodes) {
 // ---- chunk_decode's pieces ----
 
 TEST(ChunkDecode, WhisperAvgLogprob) {
-  std::vector<engines::generate::TokenLogprobs> lp = {{{1, -0.5f}, {}}, {{2, -1.5f}, {}}};
+  std::vector<frontends::TokenLogprobs> lp = {{{1, -0.5f}, {}}, {{2, -1.5f}, {}}};
   EXPECT_FLOAT_EQ(whisper_avg_logprob(lp, -0.25f), (-0.5f - 1.5f - 0.25f) / 3);
   EXPECT_FLOAT_EQ(whisper_avg_logprob(lp, std::nullopt), (-0.5f - 1.5f) / 3);
   EXPECT_FLOAT_EQ(whisper_avg_logprob({}, -0.5f), -0.5f);
@@ -768,14 +768,14 @@ TEST(ChunkDecode, ReadCountsTheEndOfTextAndSkipsForcedLanguageTokens) {
   const int32_t en = *sp.language_token("en");
   const std::vector<int32_t> text = sp.encode_text("hello world");
   GenerateOutput out;
-  engines::generate::ChoiceDelta c;
+  frontends::ChoiceDelta c;
   // Detected language and forced task first (not counted), then <|0.00|> text <|1.00|>.
   const int32_t transcribe = en + 100;  // <|transcribe|>: 50359 = <|en|> 50259 + 100 (99 languages, translate)
   c.tokens = {en, transcribe, sp.timestamp_begin()};
   c.tokens.insert(c.tokens.end(), text.begin(), text.end());
   c.tokens.push_back(sp.timestamp_begin() + 50);
   for (const int32_t t : c.tokens) c.logprobs.push_back({{t, t == en ? -9.0f : -0.5f}, {}});
-  c.finish = engines::generate::FinishReason::stop;
+  c.finish = frontends::FinishReason::stop;
   out.choices.push_back(c);
   out.completion_tokens = int64_t(c.tokens.size()) + 1;
   ChunkDecodeProbe probe;
@@ -792,7 +792,7 @@ TEST(ChunkDecode, ReadCountsTheEndOfTextAndSkipsForcedLanguageTokens) {
   EXPECT_EQ(d.decoded_tokens, out.completion_tokens);
   EXPECT_EQ(d.verdict, Verdict::ok);
   // Ended by the length limit: the end-of-text logprob of some earlier step does not count.
-  out.choices[0].finish = engines::generate::FinishReason::length;
+  out.choices[0].finish = frontends::FinishReason::length;
   EXPECT_NEAR(read_chunk_decode(sp, out, probe, 0).avg_logprob, (-0.5 * counted) / (counted + 1), 1e-6);
 }
 
@@ -806,7 +806,7 @@ TEST(ChunkDecode, TheHookNotesTheEndOfTextLogprobOfTheProcessedRow) {
   spec.frames = 3000;
   spec.temperature = 0.2f;  // sampling: any token may end it, so the value is always exact
   ChunkDecode d = make_chunk_decode(fe, spec);
-  std::unique_ptr<engines::generate::LogitsProcessor> p = d.input->logits_processor(0);
+  std::unique_ptr<frontends::LogitsProcessor> p = d.input->logits_processor(0);
   std::vector<float> row(size_t(fe.vocab_size()));
   for (size_t i = 0; i < row.size(); ++i) row[i] = float(std::sin(double(i)) * 3.0);
   const std::vector<int32_t> generated = sp.encode_text("hello");
@@ -822,7 +822,7 @@ TEST(ChunkDecode, TheHookNotesTheEndOfTextLogprobOfTheProcessedRow) {
   // Greedy: exact where end-of-text is the row's maximum (the only place it can be picked).
   spec.temperature = 0.0f;
   ChunkDecode g = make_chunk_decode(fe, spec);
-  std::unique_ptr<engines::generate::LogitsProcessor> gp = g.input->logits_processor(0);
+  std::unique_ptr<frontends::LogitsProcessor> gp = g.input->logits_processor(0);
   std::vector<float> flat(size_t(fe.vocab_size()), 0.0f);
   flat[size_t(sp.eot())] = 5.0f;
   gp->process(flat, generated);

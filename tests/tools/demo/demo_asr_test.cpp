@@ -18,10 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engines/generate/speech_processor.h"
+#include "configs/hf_config.h"
 #include "pipelines/transcribe/quality.h"
-#include "formats/hf_config.h"
 #include "formats/safetensors.h"
+#include "frontends/speech_processor.h"
 #include "media/audio.h"
 #include "media/log_mel.h"
 #include "models/whisper/whisper.h"
@@ -32,9 +32,9 @@ namespace prism::tools::demo {
 namespace {
 
 namespace fs = std::filesystem;
-using engines::generate::SpeechDecodeOptions;
-using engines::generate::SpeechObservation;
-using engines::generate::SpeechProcessor;
+using frontends::SpeechDecodeOptions;
+using frontends::SpeechObservation;
+using frontends::SpeechProcessor;
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -78,11 +78,11 @@ TEST(DemoAsr, SameBytesEveryRun) {
 }
 
 TEST(DemoAsr, WhisperConfigAndWeightNames) {
-  auto hf = formats::HfConfig::load(demo_dir());
+  auto hf = configs::HfConfig::load(demo_dir());
   ASSERT_TRUE(hf.has_value()) << hf.status().message();
   EXPECT_EQ(hf->get_strings("architectures").value(), std::vector<std::string>{"WhisperForConditionalGeneration"});
-  ASSERT_TRUE(models::is_whisper_model(demo_dir()));
-  auto c = models::read_whisper_config(demo_dir());
+  ASSERT_TRUE(configs::is_whisper_model(demo_dir()));
+  auto c = configs::WhisperConfig::load(demo_dir());
   ASSERT_TRUE(c.has_value()) << c.status().message();
   EXPECT_EQ(c->d_model, 64);
   EXPECT_EQ(c->encoder_layers, 2);
@@ -123,7 +123,7 @@ TEST(DemoAsr, WhisperConfigAndWeightNames) {
 TEST(DemoAsr, TokenizerHasWhisperTokensAfterDemoChatText) {
   auto tok = text::Tokenizer::load(demo_dir());
   ASSERT_TRUE(tok.has_value()) << tok.status().message();
-  auto c = models::read_whisper_config(demo_dir());
+  auto c = configs::WhisperConfig::load(demo_dir());
   EXPECT_EQ(tok->vocab_size(), c->vocab_size);
   // demo-chat's words are single tokens, as in demo-chat.
   EXPECT_EQ(tok->encode(" the river", false).ids.size(), 2u);
@@ -218,7 +218,7 @@ Decoded greedy(models::Decoder& decoder, const models::CrossKv& cross, const Spe
   for (int b = 0; b < num_blocks; ++b) table[size_t(b)] = b;
 
   auto observations = std::make_shared<std::vector<SpeechObservation>>(1);
-  std::unique_ptr<engines::generate::LogitsProcessor> rules = sp.rules(options, observations)(0);
+  std::unique_ptr<frontends::LogitsProcessor> rules = sp.rules(options, observations)(0);
   const int64_t probe = rules->probe_position();
   Decoded out;
   std::vector<int32_t> step = prompt;
@@ -340,7 +340,7 @@ TEST(DemoAsr, TranscribesJfkAsEnglishWordsWithTimestampsThatPassTheChecks) {
   short_options.segment_seconds = 3.0;
   EXPECT_NE(m.sp->text(greedy(*m.decoder, *short_cross, *m.sp, short_options).generated), text);
   SpeechDecodeOptions translate = o;
-  translate.task = engines::generate::SpeechTask::translate;
+  translate.task = frontends::SpeechTask::translate;
   translate.language = "en";
   EXPECT_NE(m.sp->text(greedy(*m.decoder, *cross, *m.sp, translate).generated), text);
 }

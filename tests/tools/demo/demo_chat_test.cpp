@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/hf_config.h"
+#include "configs/hf_config.h"
 #include "formats/safetensors.h"
 #include "models/llama/llama.h"
 #include "test_util/paths.h"
@@ -54,7 +54,7 @@ TEST(DemoChat, SameBytesEveryRun) {
 }
 
 TEST(DemoChat, LlamaConfigAndWeightNames) {
-  auto config = formats::HfConfig::load(demo_dir());
+  auto config = configs::HfConfig::load(demo_dir());
   ASSERT_TRUE(config.has_value()) << config.status().message();
   EXPECT_EQ(config->get_string("model_type").value(), "llama");
   EXPECT_EQ(config->get_strings("architectures").value(), std::vector<std::string>{"LlamaForCausalLM"});
@@ -84,7 +84,7 @@ TEST(DemoChat, LlamaConfigAndWeightNames) {
 TEST(DemoChat, ByteLevelBpeTokenizer) {
   auto tok = text::Tokenizer::load(demo_dir());
   ASSERT_TRUE(tok.has_value()) << tok.status().message();
-  auto config = formats::HfConfig::load(demo_dir());
+  auto config = configs::HfConfig::load(demo_dir());
   EXPECT_EQ(tok->vocab_size(), config->get_int("vocab_size").value());
   EXPECT_EQ(tok->token_to_id("<|endoftext|>"), 0);
   EXPECT_EQ(tok->token_to_id("<|im_start|>"), 1);

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "engines/generate/vision_processor.h"
-#include "formats/hf_config.h"
+#include "configs/hf_config.h"
 #include "formats/safetensors.h"
+#include "frontends/vision_processor.h"
 #include "media/image.h"
 #include "media/image_preprocess.h"
 #include "models/vision/dual_encoder.h"
@@ -92,18 +92,18 @@ TEST(DemoVlm, SameBytesEveryRun) {
 }
 
 TEST(DemoVlm, Idefics3ConfigAndWeightNames) {
-  auto config = formats::HfConfig::load(vlm_dir());
+  auto config = configs::HfConfig::load(vlm_dir());
   ASSERT_TRUE(config.has_value()) << config.status().message();
   EXPECT_EQ(config->get_string("model_type").value(), "idefics3");
   EXPECT_EQ(config->get_strings("architectures").value(), std::vector<std::string>{"Idefics3ForConditionalGeneration"});
   EXPECT_EQ(config->get_int("scale_factor").value(), 2);
   EXPECT_FALSE(config->get_bool("tie_word_embeddings").value());
-  const formats::HfConfig vision = config->get_object("vision_config").value();
+  const configs::HfConfig vision = config->get_object("vision_config").value();
   EXPECT_EQ(vision.get_int("image_size").value(), 32);
   EXPECT_EQ(vision.get_int("patch_size").value(), 8);
   EXPECT_EQ(vision.get_int("hidden_size").value(), 32);
   EXPECT_EQ(vision.get_int("num_hidden_layers").value(), 2);
-  const formats::HfConfig text = config->get_object("text_config").value();
+  const configs::HfConfig text = config->get_object("text_config").value();
   EXPECT_EQ(text.get_string("model_type").value(), "llama");
   EXPECT_EQ(text.get_int("hidden_size").value(), 64);
   const int64_t vocab = text.get_int("vocab_size").value();
@@ -228,7 +228,7 @@ TEST(DemoVlm, LoadsThroughTheVlmLoaders) {
 TEST(DemoVlm, VisionProcessorExpandsAnImageIntoTilesAndGlobalView) {
   auto tok = text::Tokenizer::load(vlm_dir());
   ASSERT_TRUE(tok.has_value());
-  auto vp = engines::generate::VisionProcessor::load(vlm_dir(), serving::Knobs{}, *tok);
+  auto vp = frontends::VisionProcessor::load(vlm_dir(), serving::Knobs{}, *tok);
   ASSERT_TRUE(vp.has_value()) << vp.status().message();
   EXPECT_EQ((*vp)->placeholder(), "<image>");
   EXPECT_EQ((*vp)->image_token_id(), tok->token_to_id("<image>").value());
@@ -245,7 +245,7 @@ TEST(DemoVlm, VisionProcessorExpandsAnImageIntoTilesAndGlobalView) {
   // Idefics3 scales any image to the longest edge first: a 20 x 20 one is split too, unless
   // the budget allows no tiles (the global view only).
   EXPECT_EQ((*vp)->prepare_image(gradient(20, 20), (*vp)->default_budget())->item.num_rows, 20);
-  engines::generate::VisualBudget global_only = (*vp)->default_budget();
+  frontends::VisualBudget global_only = (*vp)->default_budget();
   global_only.image.max_tiles = 0;
   auto small = (*vp)->prepare_image(gradient(20, 20), global_only);
   ASSERT_TRUE(small.has_value()) << small.status().message();
@@ -269,12 +269,12 @@ TEST(DemoClip, SameBytesEveryRun) {
 }
 
 TEST(DemoClip, ClipConfigAndWeightNames) {
-  auto config = formats::HfConfig::load(clip_dir());
+  auto config = configs::HfConfig::load(clip_dir());
   ASSERT_TRUE(config.has_value()) << config.status().message();
   EXPECT_EQ(config->get_string("model_type").value(), "clip");
   EXPECT_EQ(config->get_int("projection_dim").value(), 32);
-  const formats::HfConfig text = config->get_object("text_config").value();
-  const formats::HfConfig vision = config->get_object("vision_config").value();
+  const configs::HfConfig text = config->get_object("text_config").value();
+  const configs::HfConfig vision = config->get_object("vision_config").value();
   EXPECT_EQ(vision.get_int("image_size").value(), 32);
   EXPECT_EQ(vision.get_int("patch_size").value(), 8);
   EXPECT_EQ(text.get_int("max_position_embeddings").value(), 77);
