@@ -26,7 +26,7 @@
 
 #include "api/http_server.h"
 #include "base/file.h"
-#include "engines/fake_decoder.h"
+#include "engines/generate/fake_decoder.h"
 #include "engines/generate/generate_engine.h"
 #include "engines/generate/generate_engine_factory.h"
 #include "media/audio.h"

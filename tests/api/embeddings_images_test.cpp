@@ -21,10 +21,10 @@
 
 #include "api/errors.h"
 #include "api/http_server.h"
-#include "engines/embed_dual_encoder_dir.h"
+#include "engines/encode/embed_dual_encoder_dir.h"
 #include "engines/encode/embed_engine.h"
 #include "engines/encode/media_cache.h"
-#include "engines/fake_encoder.h"
+#include "engines/encode/fake_encoder.h"
 #include "serving/deployment_set.h"
 #include "test_util/paths.h"
 

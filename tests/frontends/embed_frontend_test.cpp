@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engines/fake_encoder.h"
+#include "engines/encode/fake_encoder.h"
 
 namespace prism::frontends {
 namespace {

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "base/file.h"
 #include "engines/vad/vad_engine.h"
@@ -55,9 +56,14 @@ std::vector<float> jfk_in_silence() {
 }
 
 // The "vad" deployment of the real Silero file, shared by the tests (add_vad_deployments' config).
-serving::Deployment& silero_deployment() {
+serving::MetricsRegistry& silero_metrics() {
   static serving::MetricsRegistry metrics;
-  static serving::Deployment* deployment = [] {
+  return metrics;
+}
+
+serving::Deployment& silero_deployment() {
+  serving::MetricsRegistry& metrics = silero_metrics();
+  static serving::Deployment* deployment = [&metrics] {
     serving::Config config;
     serving::DeploymentConfig asr;
     asr.name = "asr";
@@ -231,6 +237,34 @@ TEST(VoiceActivity, SettingsRulesApplyToSpans) {
   ASSERT_TRUE(vad.has_value());
   const std::vector<float> audio = jfk_in_silence();
   EXPECT_LT((*vad)->spans(audio)->size(), load("silero")->spans(audio)->size());
+}
+
+// Two transcriptions cutting their recordings at once: the deployment scores windows of both
+// in the same forwards (its prism_vad_forward_streams series counts them).
+TEST(VoiceActivity, ConcurrentRecordingsShareTheDeploymentsForwards) {
+  const auto vad = load("silero");
+  std::vector<float> a, b;
+  while (a.size() < size_t(180 * kRate)) a.insert(a.end(), jfk().begin(), jfk().end());
+  while (b.size() < size_t(150 * kRate)) b.insert(b.end(), jfk().rbegin(), jfk().rend());
+  auto forwards = [](std::string_view bucket) {
+    const std::string text = silero_metrics().render();
+    const std::string series = "prism_vad_forward_streams" + std::string(bucket);
+    const size_t at = text.find(series + " ");
+    return at == std::string::npos ? 0.0 : std::stod(text.substr(at + series.size() + 1));
+  };
+  const std::string labels = "{deployment=\"asr-vad\",modality=\"vad\"";
+  const double single_before = forwards("_bucket" + labels + ",le=\"1\"}");
+  const double all_before = forwards("_count" + labels + "}");
+  std::vector<media::SpeechSpan> spans_a, spans_b;
+  std::thread other([&] { spans_b = vad->spans(b).value(); });
+  spans_a = vad->spans(a).value();
+  other.join();
+  EXPECT_FALSE(spans_a.empty());
+  EXPECT_FALSE(spans_b.empty());
+  const double single = forwards("_bucket" + labels + ",le=\"1\"}") - single_before;
+  const double all = forwards("_count" + labels + "}") - all_before;
+  EXPECT_GT(all, 0.0);
+  EXPECT_LT(single, all) << "no forward held windows of both recordings";
 }
 
 // ---- live streams ---------------------------------------------------------------------

@@ -818,7 +818,10 @@ TEST(GenerateSpeech, RealTinyWhisperThroughTheEngine) {
   const frontends::GenerateOutput& b = together[1].outcome->out;
   EXPECT_EQ(a.choices[0].tokens, b.choices[0].tokens);
   EXPECT_EQ((*single.observations)[0].language, (*together[1].observations)[0].language);
-  EXPECT_EQ((*single.observations)[0].no_speech_prob, (*together[1].observations)[0].no_speech_prob);
+  // NOTE: equal to rounding, not bit for bit: alone, the segment's encoder GEMM has 1500 rows,
+  // batched 3000, and on some tiers (avx2) oneDNN blocks the two differently.
+  const float single_no_speech = (*single.observations)[0].no_speech_prob;
+  EXPECT_NEAR((*together[1].observations)[0].no_speech_prob, single_no_speech, 1e-4f * single_no_speech);
   for (const Decode& d : together) {
     const frontends::SpeechObservation& o = (*d.observations)[0];
     const std::vector<int32_t>& tokens = d.outcome->out.choices[0].tokens;
