@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "engines/compute_turn.h"
-#include "serving/config.h"
 #include "frontends/vad_payload.h"
 #include "models/vad/silero_vad.h"
+#include "serving/config.h"
 
 namespace prism::engines::vad {
 
@@ -74,6 +74,11 @@ class VadEngine final : public serving::Engine {
     if (!model.has_value()) return model.status();
     model_ = std::move(*model);
     return Status();
+  }
+
+  nlohmann::json describe() const override {
+    return {{"engine", "vad"}, {"model", "silero"}, {"window_samples", frontends::kVadWindowSamples},
+            {"threads_per_replica", threads_}};
   }
 
   // NOTE: a step scores the next kStepWindows windows of every running request as one
@@ -153,13 +158,6 @@ class VadEngine final : public serving::Engine {
     });
   }
 
- public:
-  nlohmann::json describe() const override {
-    return {{"engine", "vad"}, {"model", "silero"}, {"window_samples", frontends::kVadWindowSamples},
-            {"threads_per_replica", threads_}};
-  }
-
- private:
   const std::string model_path_;
   VadMetrics metrics_;
   ComputeMetrics compute_;

@@ -157,11 +157,13 @@ Status add_vad_deployments(serving::Config& config) {
     auto same_file = [&](const serving::DeploymentConfig& v) { return v.model == s.model_path; };
     auto it = std::find_if(added.begin(), added.end(), same_file);
     if (it == added.end()) {
+      auto taken = [&](const std::string& name) {
+        auto named = [&](const serving::DeploymentConfig& o) { return o.name == name; };
+        return std::any_of(config.deployments.begin(), config.deployments.end(), named) ||
+               std::any_of(added.begin(), added.end(), named);
+      };
       std::string name = d.name + "-vad";
-      for (int k = 2; std::any_of(config.deployments.begin(), config.deployments.end(),
-                                  [&](const serving::DeploymentConfig& o) { return o.name == name; });
-           ++k)
-        name = d.name + "-vad-" + std::to_string(k);
+      for (int k = 2; taken(name); ++k) name = d.name + "-vad-" + std::to_string(k);
       added.push_back(vad_deployment(name, s.model_path));
       it = added.end() - 1;
     }
