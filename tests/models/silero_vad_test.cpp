@@ -22,6 +22,7 @@
 #include "media/audio.h"
 #include "media/speech_spans.h"
 #include "test_util/paths.h"
+#include "test_util/speech_samples.h"
 #include "test_util/reference_io.h"
 
 namespace prism::models {
@@ -43,18 +44,7 @@ const SileroVad& vad() {
   return *model;
 }
 
-// jfk.flac as every ASR path sees it: 16 kHz mono floats.
-const std::vector<float>& jfk() {
-  static const std::vector<float> samples = [] {
-    Result<std::string> bytes = read_file(test::testdata_dir() + "/audio/jfk.flac");
-    PRISM_CHECK(bytes.has_value());
-    Result<media::Audio> audio = media::decode_audio(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
-    PRISM_CHECK_MSG(audio.has_value(), audio.status().to_string().c_str());
-    return std::move(audio->samples);
-  }();
-  return samples;
-}
+using test::jfk;
 
 // Random-ish audio that moves the network through its range: silence, noise, a voiced-like
 // harmonic tone with a syllable-rate envelope, a clipped square wave. Deterministic.

@@ -15,6 +15,7 @@
 #include "models/vad/silero_vad.h"
 #include "serving/deployment.h"
 #include "test_util/paths.h"
+#include "test_util/speech_samples.h"
 
 namespace prism::engines::vad {
 namespace {
@@ -23,17 +24,7 @@ using ::testing::HasSubstr;
 
 std::string onnx_path() { return test::testdata_dir() + "/vad/silero_vad.onnx"; }
 
-const std::vector<float>& jfk() {
-  static const std::vector<float> samples = [] {
-    Result<std::string> bytes = read_file(test::testdata_dir() + "/audio/jfk.flac");
-    PRISM_CHECK(bytes.has_value());
-    Result<media::Audio> audio = media::decode_audio(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
-    PRISM_CHECK(audio.has_value());
-    return std::move(audio->samples);
-  }();
-  return samples;
-}
+using test::jfk;
 
 serving::DeploymentConfig vad_config(std::string model) {
   serving::DeploymentConfig c;

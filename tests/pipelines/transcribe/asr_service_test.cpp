@@ -19,6 +19,7 @@
 #include "media/audio.h"
 #include "serving/echo_engine.h"
 #include "test_util/paths.h"
+#include "test_util/speech_samples.h"
 #include "test_util/reference_io.h"
 #include "test_util/whisper_tokenizer.h"
 
@@ -139,13 +140,8 @@ TEST_F(AsrServicesTest, ATranscriptionDecodesOnTheDeploymentAndIsMeasured) {
   ASSERT_TRUE(a.has_value()) << a.status().message();
 
   // 2 s of silence, jfk.flac's first 5 s, 2 s of silence.
-  Result<std::string> bytes = read_file(test::testdata_dir() + "/audio/jfk.flac");
-  ASSERT_TRUE(bytes.has_value()) << bytes.status().message();
-  Result<media::Audio> jfk =
-      media::decode_audio(std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
-  ASSERT_TRUE(jfk.has_value()) << jfk.status().message();
   std::vector<float> audio(size_t(2 * kRate), 0.0f);
-  audio.insert(audio.end(), jfk->samples.begin(), jfk->samples.begin() + ptrdiff_t(5 * kRate));
+  audio.insert(audio.end(), test::jfk().begin(), test::jfk().begin() + ptrdiff_t(5 * kRate));
   audio.insert(audio.end(), size_t(2 * kRate), 0.0f);
   ASSERT_EQ(audio.size(), size_t(9 * kRate));
   TranscribeOptions o;

@@ -27,6 +27,7 @@
 #include "media/log_mel.h"
 #include "serving/metrics.h"
 #include "test_util/paths.h"
+#include "test_util/speech_samples.h"
 #include "test_util/whisper_tokenizer.h"
 
 namespace prism::pipelines::transcribe {
@@ -67,17 +68,7 @@ std::shared_ptr<const VoiceActivity> energy_vad() {
   return vad;
 }
 
-const std::vector<float>& jfk() {
-  static const std::vector<float> samples = [] {
-    Result<std::string> bytes = read_file(test::testdata_dir() + "/audio/jfk.flac");
-    PRISM_CHECK_MSG(bytes.has_value(), "jfk.flac not found");
-    Result<media::Audio> audio =
-        media::decode_audio(std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
-    PRISM_CHECK_MSG(audio.has_value(), "jfk.flac does not decode");
-    return std::move(audio->samples);
-  }();
-  return samples;
-}
+using test::jfk;
 
 std::vector<float> silence(double seconds) { return std::vector<float>(size_t(seconds * kRate), 0.0f); }
 

@@ -26,6 +26,7 @@
 #include "media/log_mel.h"
 #include "serving/deployment.h"
 #include "test_util/paths.h"
+#include "test_util/speech_samples.h"
 #include "test_util/reference_io.h"
 #include "test_util/whisper_tokenizer.h"
 
@@ -65,17 +66,7 @@ std::shared_ptr<const GenerateFrontend> whisper_frontend() {
   return frontend;
 }
 
-const std::vector<float>& jfk() {
-  static const std::vector<float> samples = [] {
-    Result<std::string> bytes = read_file(test::testdata_dir() + "/audio/jfk.flac");
-    PRISM_CHECK_MSG(bytes.has_value(), bytes.status().message().c_str());
-    Result<media::Audio> audio = media::decode_audio(
-        std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
-    PRISM_CHECK_MSG(audio.has_value(), audio.status().message().c_str());
-    return std::move(audio->samples);
-  }();
-  return samples;
-}
+using test::jfk;
 
 // jfk.flac `repeats` times, each after `gap_seconds` of silence, and the same silence at the end.
 std::vector<float> speech_with_silences(int repeats, double gap_seconds) {

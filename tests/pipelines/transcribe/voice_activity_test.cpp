@@ -18,6 +18,7 @@
 #include "models/vad/silero_vad.h"
 #include "serving/deployment.h"
 #include "test_util/paths.h"
+#include "test_util/speech_samples.h"
 
 namespace prism::pipelines::transcribe {
 namespace {
@@ -35,17 +36,7 @@ serving::Knobs knobs(std::vector<std::pair<std::string, serving::KnobValue>> val
   return k;
 }
 
-const std::vector<float>& jfk() {
-  static const std::vector<float> samples = [] {
-    Result<std::string> bytes = read_file(test::testdata_dir() + "/audio/jfk.flac");
-    PRISM_CHECK(bytes.has_value());
-    Result<media::Audio> audio = media::decode_audio(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
-    PRISM_CHECK_MSG(audio.has_value(), audio.status().to_string().c_str());
-    return std::move(audio->samples);
-  }();
-  return samples;
-}
+using test::jfk;
 
 // 2 s of silence, jfk, 2 s of silence.
 std::vector<float> jfk_in_silence() {
