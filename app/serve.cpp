@@ -101,10 +101,12 @@ std::vector<Status> check_model_dirs(const serving::Config& c) {
   std::vector<Status> out;
   for (size_t i = 0; i < c.deployments.size(); ++i) {
     const serving::DeploymentConfig& d = c.deployments[i];
-    if (d.task == "vad" ? !std::filesystem::is_regular_file(d.model)
-                        : d.task != "echo" && !std::filesystem::is_directory(d.model))
+    const bool is_file = d.task == "vad";  // a vad deployment's model is its .onnx file
+    const bool found = d.task == "echo" || (is_file ? std::filesystem::is_regular_file(d.model)
+                                                    : std::filesystem::is_directory(d.model));
+    if (!found)
       out.push_back(invalid_argument(c.locate("deployment[" + std::to_string(i) + "].model",
-                                              std::string(d.task == "vad" ? "no such model file '" : "no such model directory '") +
+                                              std::string(is_file ? "no such model file '" : "no such model directory '") +
                                                   d.model + "'")));
     else
       out.emplace_back();

@@ -1,6 +1,7 @@
 // pipelines/transcribe/asr_service.cpp: a transcribe deployment's speech context, built once on
-// first use and shared. It must not hold its lock across anything slow but the one build
-// (loading a Silero file: milliseconds), nor keep a failed build (the next call tries again).
+// first use and shared. The build reads knobs and finds the deployments it submits to (no
+// file is read), so holding the lock across it is cheap; a failed build is not kept (the next
+// call tries again).
 #include "pipelines/transcribe/asr_service.h"
 
 #include <algorithm>
