@@ -85,6 +85,8 @@ Tensor gelu(const Tensor& x, GeluForm form = GeluForm::erf);
 Tensor silu(const Tensor& x);
 Tensor quick_gelu(const Tensor& x);  // x * sigmoid(1.702 x): CLIP's activation (transformers' QuickGELU)
 Tensor swiglu(const Tensor& gate, const Tensor& up);  // silu(gate) * up, same shapes
+Tensor relu(const Tensor& x);  // max(x, 0), any shape
+Tensor tanh(const Tensor& x);  // any shape
 
 // Elementwise with numpy broadcasting; f32.
 Tensor add(const Tensor& a, const Tensor& b);
@@ -179,6 +181,15 @@ struct Conv2dParams {
 };
 // x: [N, C_in, H, W]; weight: [C_out, C_in / groups, KH, KW]. Returns [N, C_out, H_out, W_out].
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p = {});
+
+// x: [N, C, H, W] f32, contiguous; weight, bias: [C] (either may be undefined); groups divides
+// C. Normalises each (sample, group) over its C / groups channels and H * W positions, then
+// applies the per-channel affine (torch.nn.GroupNorm), and SiLU after it when silu is set.
+Tensor group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, float eps,
+                  bool silu = false);
+// x: [N, C, H, W] f32, contiguous. Returns [N, C, H * factor, W * factor], each pixel repeated
+// factor x factor times (torch.nn.Upsample(scale_factor=factor, mode="nearest")).
+Tensor upsample_nearest(const Tensor& x, int64_t factor);
 
 // pixels: [V, C, S, S] f32, contiguous; 0 < patch_size <= S, g = S / patch_size. The rows a
 // stride-patch_size convolution with a patch_size x patch_size kernel multiplies, so a ViT's
