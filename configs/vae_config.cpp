@@ -18,7 +18,7 @@ constexpr char kUpBlockType[] = "UpDecoderBlock2D";
 // its first entry, so the first entry is taken.
 Result<int64_t> read_sample_size(const HfConfig& hf, int64_t fallback) {
   if (!hf.has("sample_size")) return fallback;
-  if (!hf.object()["sample_size"].is_array()) return hf.get_int("sample_size");
+  if (!hf.object().at("sample_size").is_array()) return hf.get_int("sample_size");
   PRISM_ASSIGN_OR_RETURN(const std::vector<int64_t> sizes, hf.get_ints("sample_size"));
   if (sizes.empty()) return invalid_argument(hf.origin() + ": sample_size must not be an empty list");
   return sizes[0];
@@ -34,7 +34,9 @@ Result<AutoencoderKLConfig> AutoencoderKLConfig::from_hf(const HfConfig& hf, con
   PRISM_ASSIGN_OR_RETURN(c.in_channels, hf.get_int("in_channels", c.in_channels));
   PRISM_ASSIGN_OR_RETURN(c.out_channels, hf.get_int("out_channels", c.out_channels));
   PRISM_ASSIGN_OR_RETURN(c.latent_channels, hf.get_int("latent_channels", c.latent_channels));
-  if (hf.has("block_out_channels")) PRISM_ASSIGN_OR_RETURN(c.block_out_channels, hf.get_ints("block_out_channels"));
+  if (hf.has("block_out_channels")) {
+    PRISM_ASSIGN_OR_RETURN(c.block_out_channels, hf.get_ints("block_out_channels"));
+  }
   PRISM_ASSIGN_OR_RETURN(c.layers_per_block, hf.get_int("layers_per_block", c.layers_per_block));
   PRISM_ASSIGN_OR_RETURN(c.norm_num_groups, hf.get_int("norm_num_groups", c.norm_num_groups));
   PRISM_ASSIGN_OR_RETURN(c.sample_size, read_sample_size(hf, c.sample_size));

@@ -92,7 +92,9 @@ Result<Resnet> load_resnet(const WeightSource& src, const std::string& p, int64_
   PRISM_ASSIGN_OR_RETURN(r.conv1, load_conv(src, p + "conv1", out, in, 3));
   PRISM_ASSIGN_OR_RETURN(r.norm2, load_norm(src, p + "norm2", out));
   PRISM_ASSIGN_OR_RETURN(r.conv2, load_conv(src, p + "conv2", out, out, 3));
-  if (in != out) PRISM_ASSIGN_OR_RETURN(r.conv_shortcut, load_conv(src, p + "conv_shortcut", out, in, 1));
+  if (in != out) {
+    PRISM_ASSIGN_OR_RETURN(r.conv_shortcut, load_conv(src, p + "conv_shortcut", out, in, 1));
+  }
   return r;
 }
 
@@ -112,12 +114,14 @@ Result<Weights> load_weights(const WeightSource& src, const configs::Autoencoder
   const std::vector<int64_t>& ch = c.block_out_channels;
   const int64_t top = ch.back(), latent = c.latent_channels;
   Weights w;
-  if (c.use_post_quant_conv)
+  if (c.use_post_quant_conv) {
     PRISM_ASSIGN_OR_RETURN(w.post_quant_conv, load_conv(src, "post_quant_conv", latent, latent, 1));
+  }
   PRISM_ASSIGN_OR_RETURN(w.conv_in, load_conv(src, "decoder.conv_in", top, latent, 3));
   PRISM_ASSIGN_OR_RETURN(w.mid_resnet0, load_resnet(src, "decoder.mid_block.resnets.0.", top, top));
-  if (c.mid_block_add_attention)
+  if (c.mid_block_add_attention) {
     PRISM_ASSIGN_OR_RETURN(w.mid_attention, load_attention(src, "decoder.mid_block.attentions.0.", top));
+  }
   PRISM_ASSIGN_OR_RETURN(w.mid_resnet1, load_resnet(src, "decoder.mid_block.resnets.1.", top, top));
   int64_t prev = top;
   for (int64_t i = 0; i < c.num_blocks(); ++i) {
@@ -129,7 +133,9 @@ Result<Weights> load_weights(const WeightSource& src, const configs::Autoencoder
                              load_resnet(src, p + "resnets." + std::to_string(j) + ".", j == 0 ? prev : out, out));
       block.resnets.push_back(std::move(r));
     }
-    if (i + 1 < c.num_blocks()) PRISM_ASSIGN_OR_RETURN(block.upsampler, load_conv(src, p + "upsamplers.0.conv", out, out, 3));
+    if (i + 1 < c.num_blocks()) {  // the last block keeps its resolution
+      PRISM_ASSIGN_OR_RETURN(block.upsampler, load_conv(src, p + "upsamplers.0.conv", out, out, 3));
+    }
     w.up_blocks.push_back(std::move(block));
     prev = out;
   }

@@ -14,6 +14,7 @@
 // outputs' range (|image| <= 1.6). 1e-4 absolute leaves two orders of magnitude for the
 // summation orders of the avx2 / avx512 / avx512_bf16 tiers (PRISM_ISA), none of which rounds
 // to bf16 at Precision::f32.
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <utility>
