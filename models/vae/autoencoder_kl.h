@@ -8,17 +8,22 @@
 // through ops::conv2d (oneDNN, f32 only), the mid-block attention's projections through packed
 // f32 linears.
 //
-// NOTE (memory): images are decoded one at a time (each image's activations are independent:
-// GroupNorm and attention never mix images), so peak memory is one image's, or with tiling one
-// tile's, plus the output. Activations live on the heap, freed as the straight line of ops drops
-// them, so the peak is the live set of the largest stage: at FLUX's sizes the last up block at
-// full resolution, where a resnet holds its input, the GroupNorm output and conv1's output
-// (256 + 256 + 128 channels of f32 at S x S pixels: 2.5 GiB at S = 1024), and the up block
-// before it (its 256-channel upsample input and conv output at S x S: 2 GiB). Estimate:
-// about 2.6 * S^2 KiB-per-pixel... in bytes, 640 * 4 * S^2 = 2560 * S^2: 2.5 GiB for a
-// 1024-pixel tile (diffusers' default at sample_size 1024), 0.63 GiB for 512, 10 GiB for an
-// untiled 2048 x 2048 image. Measured (bench/vae_decode_bench, peak RSS over the loaded model):
-// see the figures below, filled in from the measurement.
+// NOTE (memory): images are decoded one at a time (GroupNorm and attention never mix images),
+// so the peak is one image's activations, or with tiling one tile's, plus the output.
+// Activations live on the heap, freed as the straight line of ops drops them, so the peak is
+// the live set of the largest stage. At FLUX's sizes that is the last up block at the tile's
+// full S x S resolution, where its first resnet holds its input, that input's GroupNorm and
+// conv1's output (256 + 256 + 128 channels of f32: 2560 S^2 bytes); the upsample + conv before
+// it holds 256 (quarter size) + 256 + 256 channels (2304 S^2). Measured on the real sizes with
+// random weights (bench/vae_decode_bench, peak resident set added by the decode, glibc malloc):
+//   whole image 128 x 128: 72 MiB   256 x 256: 237 MiB   512 x 512: 700 MiB   (~2.7 KiB a pixel)
+//   384 x 384 in 128-pixel tiles (16 tiles): 95 MiB
+// so a 1024 x 1024 tile, diffusers' default for FLUX (sample_size 1024, 128 latent cells),
+// needs ~2.7 GiB, and a 2048 x 2048 image decoded with those tiles (3 x 3) ~2.8 GiB in all:
+// one tile's activations, the 48 MiB output and at most six decoded tiles of 12 MiB (this row
+// and the one above); decoded whole it would need ~11 GiB. Tiles of 64 cells cut the peak to ~0.7 GiB for about the same work (the
+// overlap is a fixed fraction of a tile) but more seams and GroupNorm statistics over less of
+// the image. The mid-block attention's score matrix is never whole (64 MiB chunks of queries).
 #pragma once
 
 #include <cstdint>
