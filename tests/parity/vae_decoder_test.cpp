@@ -4,7 +4,7 @@
 // diffusion_pytorch_model.safetensors names) and reference.safetensors: latents in the
 // denoiser's space, the decoded images, the tiled decode with the config's sample_size tiles,
 // and diffusers' uint8 post-processing. Layouts: "tiny" (FLUX's latent 16, scaling and shift,
-// mid-block attention; two blocks, 8x8 x 2 and 12x10 latents) stored f32 and bf16, and "tiny3"
+// mid-block attention; two blocks, 8x8 x 2, 12x10 and 80x72 latents) stored f32 and bf16, and "tiny3"
 // (three blocks, post_quant_conv, no attention, shift_factor null). Plus the loader's errors
 // and the tiling option's rules.
 //
@@ -41,14 +41,16 @@ constexpr double kMaxAbsError = 1e-4;
 struct Layout {
   const char* name;  // the generated directory's name and the test's
   const char* args;  // vae_decoder.py arguments
-  std::vector<std::string> cases;
-  int64_t factor;  // 2^(blocks - 1)
+  std::vector<std::string> cases;        // latents decoded whole
+  std::vector<std::string> tiled_cases;  // and tiled
+  int64_t factor;                        // 2^(blocks - 1)
 };
 
+// 80x72: 5760 positions, so the mid-block attention runs in two query chunks (kMaxScoreFloats).
 const Layout kLayouts[] = {
-    {"tiny", "--layout tiny", {"8x8", "12x10"}, 2},
-    {"tiny_bf16", "--layout tiny --weight-dtype bf16", {"8x8", "12x10"}, 2},
-    {"tiny3", "--layout tiny3", {"6x5"}, 4},
+    {"tiny", "--layout tiny", {"8x8", "12x10", "80x72"}, {"8x8", "12x10"}, 2},
+    {"tiny_bf16", "--layout tiny --weight-dtype bf16", {"8x8", "12x10", "80x72"}, {"8x8", "12x10"}, 2},
+    {"tiny3", "--layout tiny3", {"6x5"}, {"6x5"}, 4},
 };
 
 void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
@@ -105,7 +107,7 @@ TEST_P(VaeDecoderParity, DecodeMatchesReference) {
 }
 
 TEST_P(VaeDecoderParity, TiledDecodeMatchesReferenceTiledDecode) {
-  for (const std::string& c : GetParam().cases) {
+  for (const std::string& c : GetParam().tiled_cases) {
     const Tensor z = vae_->unscale_latents(ref("latents_" + c));
     const Tensor tiled = vae_->tiled_decode(z);  // the config's sample_size tiles, as the reference
     EXPECT_TRUE(max_abs_within(tiled, ref("tiled_" + c), kMaxAbsError)) << c;
@@ -118,7 +120,7 @@ TEST_P(VaeDecoderParity, TiledDecodeMatchesReferenceTiledDecode) {
 
 // decode with tiling on: tiled only when the latent exceeds a tile, as diffusers' enable_tiling.
 TEST_P(VaeDecoderParity, DecodeWithTilingTilesOnlyLargeLatents) {
-  const std::string c = GetParam().cases.back();
+  const std::string c = GetParam().tiled_cases.back();
   const Tensor z = vae_->unscale_latents(ref("latents_" + c));
   const int64_t tile = vae_->config().tile_latent_size();
   ASSERT_TRUE(z.size(2) > tile || z.size(3) > tile);

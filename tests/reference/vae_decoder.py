@@ -27,13 +27,14 @@ sample_size - B rows and columns; the crops are concatenated.
 
 Cases (reference.safetensors): latents_<case> [N, latent_channels, h, w] f32 (denoiser space),
 image_<case> [N, out_channels, f h, f w] f32, tiled_<case> (the tiled decode with the config's
-sample_size tiles) and uint8_<case> [N, f h, f w, out_channels] u8 (diffusers' postprocess of
+sample_size tiles; not for 80x72) and uint8_<case> [N, f h, f w, out_channels] u8 (diffusers' postprocess of
 image_<case> in float32: round(clamp(x * 0.5 + 0.5, 0, 1) * 255)).
 
 Layouts:
     tiny   block_out_channels [32, 64], layers_per_block 1, norm_num_groups 8, latent 16,
            FLUX's scaling 0.3611 / shift 0.1159, no quant convs, mid-block attention,
-           sample_size 8 (4-cell tiles); cases 8x8 (N = 2) and 12x10 (N = 1)
+           sample_size 8 (4-cell tiles); cases 8x8 (N = 2) and 12x10 (N = 1), and 80x72
+           (5760 positions: more than one query chunk in the C++ attention) decoded whole
     tiny3  block_out_channels [16, 32, 32], layers_per_block 2, latent 4, SD's scaling
            0.18215 with shift_factor null, post_quant_conv, no mid-block attention,
            sample_size 16; case 6x5 (N = 1)
@@ -58,11 +59,11 @@ LAYOUTS = {
     "tiny": dict(config=dict(block_out_channels=[32, 64], layers_per_block=1, norm_num_groups=8,
                              latent_channels=16, sample_size=8, scaling_factor=0.3611, shift_factor=0.1159,
                              use_quant_conv=False, use_post_quant_conv=False, mid_block_add_attention=True),
-                 cases={"8x8": (2, 8, 8), "12x10": (1, 12, 10)}),
+                 cases={"8x8": (2, 8, 8, True), "12x10": (1, 12, 10, True), "80x72": (1, 80, 72, False)}),
     "tiny3": dict(config=dict(block_out_channels=[16, 32, 32], layers_per_block=2, norm_num_groups=8,
                               latent_channels=4, sample_size=16, scaling_factor=0.18215, shift_factor=None,
                               use_quant_conv=True, use_post_quant_conv=True, mid_block_add_attention=False),
-                  cases={"6x5": (1, 6, 5)}),
+                  cases={"6x5": (1, 6, 5, True)}),
     "real": dict(config=dict(block_out_channels=[128, 256, 512, 512], layers_per_block=2, norm_num_groups=32,
                              latent_channels=16, sample_size=1024, scaling_factor=0.3611, shift_factor=0.1159,
                              use_quant_conv=False, use_post_quant_conv=False, mid_block_add_attention=True),
@@ -259,13 +260,14 @@ def generate(out_dir, layout="tiny", seed=prism_ref.seeding.DEFAULT_SEED, weight
     shift = config["shift_factor"] or 0.0
     tensors = {}
     with torch.no_grad():
-        for case, (n, h, ww) in LAYOUTS[layout]["cases"].items():
+        for case, (n, h, ww, tiled) in LAYOUTS[layout]["cases"].items():
             latents = torch.randn(n, config["latent_channels"], h, ww, generator=generator)  # denoiser space
             z = latents.double() / config["scaling_factor"] + shift
             image = decode(z, w, config)
             tensors[f"latents_{case}"] = latents.float()
             tensors[f"image_{case}"] = image.float()
-            tensors[f"tiled_{case}"] = tiled_decode(z, w, config).float()
+            if tiled:
+                tensors[f"tiled_{case}"] = tiled_decode(z, w, config).float()
             tensors[f"uint8_{case}"] = postprocess_uint8(image.float())
     prism_ref.save_reference(out_dir, tensors)
     return config
