@@ -96,6 +96,8 @@ class VaeDecoderParity : public ::testing::TestWithParam<Layout> {
   std::shared_ptr<const formats::SafetensorsFile> ref_;
 };
 
+// decode of every case, diffusers' uint8 post-processing of the reference images, and the
+// batch: decoded image by image into the caller's arena, each image alone giving the same.
 TEST_P(VaeDecoderParity, DecodeMatchesReference) {
   EXPECT_EQ(vae_->spatial_factor(), GetParam().factor);
   for (const std::string& c : GetParam().cases) {
@@ -103,23 +105,36 @@ TEST_P(VaeDecoderParity, DecodeMatchesReference) {
     const Tensor image = vae_->decode(z);
     EXPECT_TRUE(max_abs_within(image, ref("image_" + c), kMaxAbsError)) << c;
     report(GetParam().name, "decode " + c, test::compare(image, ref("image_" + c)));
+    const Tensor pixels = models::images_to_uint8(ref("image_" + c));
+    ASSERT_EQ(pixels.shape(), ref("uint8_" + c).shape());
+    EXPECT_EQ(test::compare(pixels, ref("uint8_" + c)).max_abs_error, 0.0) << c;
   }
+  const std::string c = GetParam().cases.front();
+  const Tensor z = vae_->unscale_latents(ref("latents_" + c));
+  const Tensor batch = vae_->decode(z);
+  for (int64_t i = 0; i < z.size(0); ++i)
+    EXPECT_TRUE(max_abs_within(vae_->decode(z.slice(0, i, i + 1).contiguous()), batch.slice(0, i, i + 1), 0.0));
+  Arena arena;
+  ArenaScope scope(&arena);
+  const Tensor in_arena = vae_->decode(z);
+  EXPECT_TRUE(max_abs_within(in_arena, batch, 0.0));
+  // Only the result in the caller's arena: the intermediates went to the heap.
+  EXPECT_GE(arena.used_bytes(), in_arena.nbytes());
+  EXPECT_LT(arena.used_bytes(), in_arena.nbytes() + 4096);
 }
 
+// tiled_decode with the config's sample_size tiles, as the reference; decode with tiling on
+// tiles only latents larger than a tile (diffusers' enable_tiling).
 TEST_P(VaeDecoderParity, TiledDecodeMatchesReferenceTiledDecode) {
   for (const std::string& c : GetParam().tiled_cases) {
     const Tensor z = vae_->unscale_latents(ref("latents_" + c));
-    const Tensor tiled = vae_->tiled_decode(z);  // the config's sample_size tiles, as the reference
+    const Tensor tiled = vae_->tiled_decode(z);
     EXPECT_TRUE(max_abs_within(tiled, ref("tiled_" + c), kMaxAbsError)) << c;
     report(GetParam().name, "tiled " + c, test::compare(tiled, ref("tiled_" + c)));
     // Not a bound: tiles this small (a few latent cells) see other GroupNorm statistics than
     // the whole image, so the two differ by O(1); printed for the record.
     report(GetParam().name, "tiled vs untiled " + c, test::compare(tiled, ref("image_" + c)));
   }
-}
-
-// decode with tiling on: tiled only when the latent exceeds a tile, as diffusers' enable_tiling.
-TEST_P(VaeDecoderParity, DecodeWithTilingTilesOnlyLargeLatents) {
   const std::string c = GetParam().tiled_cases.back();
   const Tensor z = vae_->unscale_latents(ref("latents_" + c));
   const int64_t tile = vae_->config().tile_latent_size();
@@ -127,39 +142,11 @@ TEST_P(VaeDecoderParity, DecodeWithTilingTilesOnlyLargeLatents) {
   EXPECT_TRUE(max_abs_within(vae_->decode(z, VaeTiling{}), ref("tiled_" + c), kMaxAbsError));
   // One tile's worth of latent: decoded whole, the same as without tiling.
   const Tensor corner = z.slice(2, 0, tile).slice(3, 0, tile).contiguous();
-  const Tensor whole = vae_->decode(corner);
-  EXPECT_TRUE(max_abs_within(vae_->decode(corner, VaeTiling{}), whole, 0.0));
+  EXPECT_TRUE(max_abs_within(vae_->decode(corner, VaeTiling{}), vae_->decode(corner), 0.0));
   // One tile holding the whole latent (its step, 3/4 of it, past the latent's end too):
   // tiled_decode is the plain decode.
   const int64_t big = 8 * std::max(z.size(2), z.size(3));
   EXPECT_TRUE(max_abs_within(vae_->tiled_decode(z, {.tile_latent_size = big}), vae_->decode(z), 0.0));
-}
-
-TEST_P(VaeDecoderParity, ImagesToUint8MatchesDiffusersPostprocess) {
-  for (const std::string& c : GetParam().cases) {
-    const Tensor got = models::images_to_uint8(ref("image_" + c));
-    const Tensor want = ref("uint8_" + c);
-    ASSERT_EQ(got.shape(), want.shape());
-    EXPECT_EQ(test::compare(got, want).max_abs_error, 0.0) << c;
-  }
-}
-
-// The batch is decoded image by image into the caller's arena; each image alone gives the same.
-TEST_P(VaeDecoderParity, BatchEqualsImagesAloneAndResultInCallersArena) {
-  const std::string c = GetParam().cases.front();
-  const Tensor z = vae_->unscale_latents(ref("latents_" + c));
-  const Tensor batch = vae_->decode(z);
-  for (int64_t i = 0; i < z.size(0); ++i)
-    EXPECT_TRUE(max_abs_within(vae_->decode(z.slice(0, i, i + 1).contiguous()), batch.slice(0, i, i + 1), 0.0));
-  Arena arena;
-  {
-    ArenaScope scope(&arena);
-    const Tensor in_arena = vae_->decode(z);
-    EXPECT_GE(arena.used_bytes(), in_arena.nbytes());
-    EXPECT_TRUE(max_abs_within(in_arena, batch, 0.0));
-    // Only the result in the caller's arena: the intermediates went to the heap.
-    EXPECT_LT(arena.used_bytes(), in_arena.nbytes() + 4096);
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, VaeDecoderParity, ::testing::ValuesIn(kLayouts), layout_name);
@@ -191,7 +178,8 @@ Result<std::string> edited_copy(const std::string& name, const std::string& conf
   return dir;
 }
 
-TEST(VaeDecoderLoad, MissingOrMisshapenTensorIsNamed) {
+// A missing or misshapen tensor is named; the config's switches decide which tensors are read.
+TEST(VaeDecoderLoad, ErrorsNameTheTensor) {
   Result<std::string> dir = edited_copy("vae_missing", "", "", "decoder.mid_block.attentions.0.to_k.weight");
   ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
   Result<std::unique_ptr<AutoencoderKLDecoder>> vae = AutoencoderKLDecoder::load(*dir);
@@ -204,14 +192,11 @@ TEST(VaeDecoderLoad, MissingOrMisshapenTensorIsNamed) {
   vae = AutoencoderKLDecoder::load(*dir);
   ASSERT_FALSE(vae.has_value());
   EXPECT_NE(vae.status().message().find("conv_shortcut.weight"), std::string::npos) << vae.status().to_string();
-}
 
-// The config's switches decide which tensors are read: post_quant_conv asked for but absent.
-TEST(VaeDecoderLoad, ConfigSwitchesDecideTheTensorsRead) {
-  Result<std::string> dir =
-      edited_copy("vae_post_quant", "\"use_post_quant_conv\": false", "\"use_post_quant_conv\": true", "");
+  // post_quant_conv asked for but absent.
+  dir = edited_copy("vae_post_quant", "\"use_post_quant_conv\": false", "\"use_post_quant_conv\": true", "");
   ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
-  Result<std::unique_ptr<AutoencoderKLDecoder>> vae = AutoencoderKLDecoder::load(*dir);
+  vae = AutoencoderKLDecoder::load(*dir);
   ASSERT_FALSE(vae.has_value());
   EXPECT_NE(vae.status().message().find("post_quant_conv.weight"), std::string::npos) << vae.status().to_string();
   // Attention switched off: its tensors are ignored, the rest loads.
