@@ -16,14 +16,18 @@
 // conv1's output (256 + 256 + 128 channels of f32: 2560 S^2 bytes); the upsample + conv before
 // it holds 256 (quarter size) + 256 + 256 channels (2304 S^2). Measured on the real sizes with
 // random weights (bench/vae_decode_bench, peak resident set added by the decode, glibc malloc):
-//   whole image 128 x 128: 72 MiB   256 x 256: 237 MiB   512 x 512: 700 MiB   (~2.7 KiB a pixel)
+//   whole image 128 x 128: 72 MiB   256 x 256: 227 MiB   512 x 512: 700 MiB
+//               1024 x 1024: 2582 MiB (the estimate above: 2560 MiB)
 //   384 x 384 in 128-pixel tiles (16 tiles): 95 MiB
-// so a 1024 x 1024 tile, diffusers' default for FLUX (sample_size 1024, 128 latent cells),
-// needs ~2.7 GiB, and a 2048 x 2048 image decoded with those tiles (3 x 3) ~2.8 GiB in all:
-// one tile's activations, the 48 MiB output and at most six decoded tiles of 12 MiB (this row
-// and the one above); decoded whole it would need ~11 GiB. Tiles of 64 cells cut the peak to ~0.7 GiB for about the same work (the
-// overlap is a fixed fraction of a tile) but more seams and GroupNorm statistics over less of
-// the image. The mid-block attention's score matrix is never whole (64 MiB chunks of queries).
+// A 1024 x 1024 tile is diffusers' default for FLUX (sample_size 1024, 128 latent cells), so a
+// 2048 x 2048 image decoded with those tiles (3 x 3) needs ~2.6 GiB in all: one tile's
+// activations, the 48 MiB output and at most six decoded tiles of 12 MiB (this row and the one
+// above); decoded whole it would need ~10 GiB. Tiles of 64 cells cut the peak to ~0.7 GiB for
+// about the same work (the overlap is a fixed fraction of a tile), with more seams and GroupNorm
+// statistics over less of the image. The mid-block attention's score matrix is never whole
+// (64 MiB chunks of queries).
+// Time: ~10.5 TFLOP for a 1024 x 1024 image, nearly all in the 3x3 convolutions at full
+// resolution; 45 s for 512 x 512 (2.5 TFLOP) on the 2-core development machine.
 #pragma once
 
 #include <cstdint>
