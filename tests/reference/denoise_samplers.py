@@ -161,6 +161,8 @@ class UniPC:
             x = self.corrector(x0, self.last_sample, self.this_order)
         self.x0s = (self.x0s + [x0])[-self.order:]
         this_order = min(self.order, len(sig) - 1 - i) if self.lower_order_final else self.order
+        if sig[i + 1] == 0:
+            this_order = 1  # a multistep predictor into sigma 0 divides by zero (diffusers: inf)
         self.this_order = min(this_order, self.lower_order_nums + 1)
         self.last_sample = x
         out = self.predictor(x, self.this_order)
