@@ -38,7 +38,9 @@ Result<FlowSchedule> make_flow_schedule(const configs::SchedulerConfig& config, 
 double calculate_shift(int64_t image_seq_len, const configs::SchedulerConfig& config);
 
 // pipeline_z_image.py's default custom sigmas: num_steps values evenly spaced from 1 down to
-// 1 / num_steps (the scheduler then shifts them).
+// 1 / num_steps (the scheduler then shifts them). Pipelines before diffusers PR #13730 set
+// sigma_min = 0 instead, so their N steps were these N - 1 plus a zero-length step at sigma 0
+// (a wasted pass: Z-Image-Turbo's "9 steps" are z_image_default_sigmas(8)).
 std::vector<double> z_image_default_sigmas(int num_steps);
 
 // Z-Image's image_seq_len for a latent of height x width cells: its 2 x 2 patches.
