@@ -99,68 +99,73 @@ std::vector<DenoiseResult> DenoiseLoop::step(const models::Denoiser& model, int6
   const DenoiseStepPlan plan = plan_denoise_step(views, limits_, now_ms);
 
   std::vector<DenoiseResult> results;
-  auto finish = [&](int64_t id, Status status) {
-    auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.request.id == id; });
-    PRISM_CHECK(it != running_.end());
-    results.push_back({id, std::move(status), std::move(it->latent), it->step()});
-    running_.erase(it);
-  };
   for (const auto& [id, reason] : plan.finish)
-    finish(id, reason == FinishReason::cancelled ? cancelled_error("the request was cancelled")
-                                                 : deadline_exceeded_error("the request's deadline passed"));
+    finish(id,
+           reason == FinishReason::cancelled ? cancelled_error("the request was cancelled")
+                                             : deadline_exceeded_error("the request's deadline passed"),
+           results);
 
-  // Rows: every conditional row in plan order, then every unconditional row.
-  std::vector<Running*> stepping;
-  models::DenoiseBatch batch;
-  for (const PlannedStep& p : plan.steps) {
-    Running* r = find(p.id);
-    PRISM_CHECK(r != nullptr);
-    stepping.push_back(r);
-    if (!p.model_pass) continue;
-    batch.latents.push_back(r->latent);
-    batch.sigmas.push_back(float(r->sigma()));
-    batch.conditioning.push_back(r->request.cond);
-  }
-  std::vector<size_t> uncond_row(plan.steps.size(), 0);
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    if (!plan.steps[i].run_uncond) continue;
-    uncond_row[i] = batch.latents.size();
-    batch.latents.push_back(stepping[i]->latent);
-    batch.sigmas.push_back(float(stepping[i]->sigma()));
-    batch.conditioning.push_back(stepping[i]->request.uncond);
-  }
+  Pass pass = build_pass(plan);
   std::vector<Tensor> out;
-  if (!batch.latents.empty()) {
-    out = model.predict(batch);
-    PRISM_CHECK_MSG(out.size() == batch.latents.size(), "Denoiser::predict returned a row count unlike the batch");
+  if (!pass.batch.latents.empty()) {
+    out = model.predict(pass.batch);
+    PRISM_CHECK_MSG(out.size() == pass.batch.latents.size(), "Denoiser::predict returned a row count unlike the batch");
     ++counters_.model_calls;
     counters_.cond_passes += plan.num_cond_rows;
     counters_.uncond_passes += plan.num_uncond_rows;
   }
-
-  size_t cond_row = 0;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
-    Running& r = *stepping[i];
-    const Dims& shape = r.request.latent_shape;
-    Tensor v;
-    if (!plan.steps[i].model_pass) {
-      v = Tensor::zeros(shape, DType::f32);  // CFG-Zero* zero-init
-    } else {
-      v = contiguous_f32(out[cond_row++], shape);
-      if (plan.steps[i].run_uncond) v = guide(r.request.guidance, v, contiguous_f32(out[uncond_row[i]], shape));
-    }
-    const int taken = r.step();
-    const Tensor x0 = predicted_x0(r.latent, v, r.sigma());
-    r.latent = sampler_step(r.request.sampler, r.sampler, r.request.schedule.sigmas, r.latent, v);
-    ++counters_.steps;
-    if (progress_) progress_({r.request.id, taken, r.num_steps(), &r.latent, &x0});
+    const PlannedStep& p = plan.steps[i];
+    advance(*pass.stepping[i], p.model_pass ? &out[pass.cond_row[i]] : nullptr,
+            p.run_uncond ? &out[pass.uncond_row[i]] : nullptr);
   }
-  // Ids first: erasing from the deque invalidates the pointers in `stepping`.
+  // Ids first: erasing from the deque invalidates the pointers in pass.stepping.
   std::vector<int64_t> done;
   for (size_t i = 0; i < plan.steps.size(); ++i)
-    if (stepping[i]->step() == stepping[i]->num_steps()) done.push_back(plan.steps[i].id);
-  for (int64_t id : done) finish(id, Status());
+    if (pass.stepping[i]->step() == pass.stepping[i]->num_steps()) done.push_back(plan.steps[i].id);
+  for (int64_t id : done) finish(id, Status(), results);
   return results;
+}
+
+// Rows: every conditional row in plan order, then every unconditional row.
+DenoiseLoop::Pass DenoiseLoop::build_pass(const DenoiseStepPlan& plan) {
+  Pass pass;
+  auto add_row = [&](const Running& r, const Tensor& conditioning) {
+    pass.batch.latents.push_back(r.latent);
+    pass.batch.sigmas.push_back(float(r.sigma()));
+    pass.batch.conditioning.push_back(conditioning);
+    return pass.batch.latents.size() - 1;
+  };
+  for (const PlannedStep& p : plan.steps) {
+    Running* r = find(p.id);
+    PRISM_CHECK(r != nullptr);
+    pass.stepping.push_back(r);
+    pass.cond_row.push_back(p.model_pass ? add_row(*r, r->request.cond) : 0);
+  }
+  pass.uncond_row.assign(plan.steps.size(), 0);
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    if (plan.steps[i].run_uncond) pass.uncond_row[i] = add_row(*pass.stepping[i], pass.stepping[i]->request.uncond);
+  return pass;
+}
+
+// Guidance, the sampler step and the progress event of one request. cond_v: its conditional
+// row's output (null on a zero-init step: velocity 0); uncond_v: its unconditional row's or null.
+void DenoiseLoop::advance(Running& r, const Tensor* cond_v, const Tensor* uncond_v) {
+  const Dims& shape = r.request.latent_shape;
+  Tensor v = cond_v ? contiguous_f32(*cond_v, shape) : Tensor::zeros(shape, DType::f32);
+  if (uncond_v) v = guide(r.request.guidance, v, contiguous_f32(*uncond_v, shape));
+  const int taken = r.step();
+  const Tensor x0 = predicted_x0(r.latent, v, r.sigma());
+  r.latent = sampler_step(r.request.sampler, r.sampler, r.request.schedule.sigmas, r.latent, v);
+  ++counters_.steps;
+  if (progress_) progress_({r.request.id, taken, r.num_steps(), &r.latent, &x0});
+}
+
+void DenoiseLoop::finish(int64_t id, Status status, std::vector<DenoiseResult>& results) {
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.request.id == id; });
+  PRISM_CHECK(it != running_.end());
+  results.push_back({id, std::move(status), std::move(it->latent), it->step()});
+  running_.erase(it);
 }
 
 }  // namespace prism::engines::denoise

@@ -93,7 +93,17 @@ class DenoiseLoop {
     double sigma() const { return request.schedule.sigmas[size_t(sampler.step)]; }
   };
 
+  // One model pass: the batch, and per planned step its request and rows.
+  struct Pass {
+    models::DenoiseBatch batch;
+    std::vector<Running*> stepping;  // per planned step
+    std::vector<size_t> cond_row, uncond_row;
+  };
+
   DenoiseView view_of(const Running& r) const;
+  Pass build_pass(const DenoiseStepPlan& plan);
+  void advance(Running& r, const Tensor* cond_v, const Tensor* uncond_v);
+  void finish(int64_t id, Status status, std::vector<DenoiseResult>& results);
   int64_t shape_key(const Dims& shape);
   Running* find(int64_t id);
 

@@ -5,6 +5,7 @@
 // reference's fake), with Euler or UniPC and each guidance variant; every step's latent and
 // predicted x0 within 1e-6 relative of the reference, and the model-pass counts equal.
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
