@@ -152,8 +152,11 @@ Tensor unipc_step(const SamplerOptions& o, SamplerState& st, std::span<const dou
   st.x0s.push_back(std::move(x0));
   while (int(st.x0s.size()) > o.solver_order) st.x0s.pop_front();
   int order = o.lower_order_final ? std::min(o.solver_order, num_steps - i) : o.solver_order;
-  // NOTE: a multistep predictor into sigma 0 divides by rk = 0 (diffusers returns inf there
-  // without lower_order_final); the step into the terminal 0 is first order whatever the option.
+  // NOTE: into sigma 0, h = inf: a multistep predictor divides by rk = 0 (diffusers returns inf
+  // there without lower_order_final), so the step into the terminal 0 is first order whatever
+  // the option. Its result is then the data prediction m0 exactly; diffusers' bh1 (B(h) = -h =
+  // -inf) multiplies a zero residual by -inf and returns NaN there, Prism leaves the zero
+  // residual out (unipc_predictor adds no term at order 1).
   if (sig[size_t(i) + 1] == 0) order = 1;
   st.this_order = std::min(order, st.lower_order_nums + 1);
   st.last_sample = sample;

@@ -75,8 +75,11 @@ TEST(DenoiseReference, SchedulesMatchDiffusersFormulas) {
     ASSERT_TRUE(s) << s.status().to_string();
     const auto sigmas = c["sigmas"].get<std::vector<double>>();
     const auto timesteps = c["timesteps"].get<std::vector<double>>();
-    EXPECT_LE(rel_error(s->sigmas, sigmas), kBound);
-    EXPECT_LE(rel_error(s->timesteps, timesteps), kBound);
+    const double e_sigmas = rel_error(s->sigmas, sigmas), e_timesteps = rel_error(s->timesteps, timesteps);
+    EXPECT_LE(e_sigmas, kBound);
+    EXPECT_LE(e_timesteps, kBound);
+    std::printf("[ schedule   ] %-28s %2d steps, rel error sigmas %.1e timesteps %.1e\n",
+                c["name"].get<std::string>().c_str(), request.num_steps, e_sigmas, e_timesteps);
     ASSERT_EQ(s->sigmas.size(), sigmas.size());
     EXPECT_EQ(s->sigmas.back(), sigmas.back());  // the terminal, exactly
   }
