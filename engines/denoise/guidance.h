@@ -23,10 +23,14 @@ struct GuidanceParams {
   double guidance_scale = 1.0;
   double interval_start = 0.0;  // the CFG interval, fractions of the step count
   double interval_stop = 1.0;
-  std::optional<double> cfg_truncation;  // Z-Image: guidance off where 1 - sigma > this (if <= 1)
+  // Z-Image: guidance off where 1 - sigma > this (only when <= 1). The pipeline compares
+  // (1000 - t) / 1000 in float32; here 1 - sigma in double (they differ only within ~1e-7 of it).
+  std::optional<double> cfg_truncation;
   double cfg_normalization = 0.0;  // Z-Image: > 0 caps ||guided|| at this x ||cond||
   bool cfg_zero_star = false;      // CFG-Zero*: uncond scaled by <cond, uncond> / ||uncond||^2
-  int zero_init_steps = 0;         // CFG-Zero* zero-init: the first K steps use velocity 0
+  // CFG-Zero* zero-init: the first K steps use velocity 0 (the CFG-Zero* code's zero_steps is
+  // K - 1: it zeroes steps i <= zero_steps, and its default 0 is K = 1).
+  int zero_init_steps = 0;
   double guidance_rescale = 0.0;   // diffusers' rescale_noise_cfg phi, in [0, 1]
 
   Status validate() const;  // invalid_argument naming the field
