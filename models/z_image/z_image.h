@@ -12,7 +12,6 @@
 
 #include "base/status.h"
 #include "configs/z_image_config.h"
-#include "formats/safetensors.h"
 #include "models/denoiser.h"
 #include "runtime/ops.h"
 
