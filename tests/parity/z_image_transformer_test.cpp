@@ -33,9 +33,15 @@ using ops::Precision;
 constexpr char kScript[] = "z_image_transformer.py";
 constexpr int kRows = 2;
 
-Result<std::string> generated(bool bf16_sharded = false) {
-  if (bf16_sharded)
-    return test::generate_reference(kScript, "z_image_bf16_sharded", "--weight-dtype bf16 --max-shard-bytes 100000");
+enum class Layout { tiny, bf16_sharded, head128 };
+
+Result<std::string> generated(Layout layout = Layout::tiny) {
+  switch (layout) {
+    case Layout::bf16_sharded:
+      return test::generate_reference(kScript, "z_image_bf16_sharded", "--weight-dtype bf16 --max-shard-bytes 100000");
+    case Layout::head128: return test::generate_reference(kScript, "z_image_head128", "--layout head128");
+    case Layout::tiny: break;
+  }
   return test::generate_reference(kScript, "z_image_f32");
 }
 
@@ -74,9 +80,9 @@ struct Loaded {
   Reference ref;
 };
 
-Result<Loaded> load(Precision precision, bool bf16_sharded = false, bool from_folder = false) {
+Result<Loaded> load(Precision precision, Layout layout = Layout::tiny, bool from_folder = false) {
   Loaded l;
-  PRISM_ASSIGN_OR_RETURN(l.dir, generated(bf16_sharded));
+  PRISM_ASSIGN_OR_RETURN(l.dir, generated(layout));
   PRISM_ASSIGN_OR_RETURN(l.model,
                          models::load_z_image_transformer(from_folder ? l.dir + "/transformer" : l.dir, precision));
   PRISM_ASSIGN_OR_RETURN(l.ref, read_reference(l.dir));
@@ -131,11 +137,27 @@ TEST(ZImageTransformer, F32MatchesTheReference) {
 // bf16-stored weights in shards (diffusion_pytorch_model.safetensors.index.json), loaded from
 // the transformer folder itself: exact bf16 values, so f32 compute meets the same bar.
 TEST(ZImageTransformer, Bf16ShardedCheckpointFromTheTransformerFolder) {
-  auto l = load(Precision::f32, true, true);
+  auto l = load(Precision::f32, Layout::bf16_sharded, true);
   ASSERT_TRUE(l.has_value()) << l.status().to_string();
   const test::ErrorStats e = worst(l->model->forward(l->ref.rows()), l->ref.out);
   report("bf16-stored sharded, f32 compute", "output", e.to_string());
   EXPECT_LE(e.max_abs_error, kF32MaxAbs) << e.to_string();
+}
+
+// The real head_dim (128 = axes_dims [32, 48, 48]: the attention kernel's and RoPE's real
+// shapes) and edge rows: a 1-token caption with a 2 x 2 latent (one image token and 31 pad
+// tokens), a 100-token caption with a 24 x 32 latent.
+TEST(ZImageTransformer, RealHeadDimAndEdgeRows) {
+  for (const Precision p : {Precision::f32, Precision::bf16, Precision::int8}) {
+    const std::string tag = std::string("head128 ") + std::string(ops::precision_name(p));
+    SCOPED_TRACE(tag);
+    auto l = load(p, Layout::head128);
+    ASSERT_TRUE(l.has_value()) << l.status().to_string();
+    const test::ErrorStats e = worst(l->model->forward(l->ref.rows()), l->ref.out);
+    report(tag, "output", e.to_string());
+    if (p == Precision::f32) EXPECT_LE(e.max_abs_error, kF32MaxAbs) << e.to_string();
+    else EXPECT_LE(e.rel_error, p == Precision::bf16 ? 3e-2 : 0.1) << e.to_string();  // the bounds below
+  }
 }
 
 // NOTE: bounds from the formats. bf16 keeps 8 significant bits (2^-9 relative per rounded

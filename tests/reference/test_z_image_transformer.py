@@ -178,17 +178,21 @@ class ZImageTransformerReference(unittest.TestCase):
             self.assertTrue(torch.equal(self.ref[k], again[k]), k)
 
     def test_matches_an_independent_per_row_formulation(self):
-        with open(os.path.join(self.dir, "transformer", "config.json"), encoding="utf-8") as f:
-            c = json.load(f)
-        w = {k: v.double().numpy() for k, v in read_transformer(os.path.join(self.dir, "transformer")).items()}
-        for b in range(2):
-            out, unified = independent_row(w, c, self.ref[f"x_{b}"].double().numpy(), float(self.ref["t"][b]),
-                                           self.ref[f"cap_{b}"].double().numpy())
-            ref_out = self.ref[f"out_{b}"].double().numpy()
-            # The reference stores float32: agreement to its rounding.
-            self.assertLess(np.abs(out - ref_out).max(), 1e-6 * np.abs(ref_out).max(), f"row {b}")
-            ref_u = self.ref[f"unified_{b}"].double().numpy()
-            self.assertLess(np.abs(unified - ref_u).max(), 1e-6 * np.abs(ref_u).max(), f"row {b} unified")
+        head128 = os.path.join(self.tmp.name, "head128")
+        zi.generate(head128, 0, "f32", None, "head128")
+        for d in (self.dir, head128):
+            ref = hf_dir.load_reference(d)
+            with open(os.path.join(d, "transformer", "config.json"), encoding="utf-8") as f:
+                c = json.load(f)
+            w = {k: v.double().numpy() for k, v in read_transformer(os.path.join(d, "transformer")).items()}
+            for b in range(2):
+                out, unified = independent_row(w, c, ref[f"x_{b}"].double().numpy(), float(ref["t"][b]),
+                                               ref[f"cap_{b}"].double().numpy())
+                ref_out = ref[f"out_{b}"].double().numpy()
+                # The reference stores float32: agreement to its rounding.
+                self.assertLess(np.abs(out - ref_out).max(), 1e-6 * np.abs(ref_out).max(), f"{d} row {b}")
+                ref_u = ref[f"unified_{b}"].double().numpy()
+                self.assertLess(np.abs(unified - ref_u).max(), 1e-6 * np.abs(ref_u).max(), f"{d} row {b} unified")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,12 @@ cap_b [L_b, cap_feat_dim], out_b [C, 1, H_b, W_b] (the transformer's output), un
 [img_padded_b + cap_padded_b, dim] (the sequence after the refiners, before `layers`); t [2]
 (model time, 1 - sigma), sigma [2].
 
-Usage: z_image_transformer.py --out DIR [--seed N] [--weight-dtype f32|bf16] [--max-shard-bytes N]
+Layouts: tiny (dim 64, heads of 32 = axes_dims [8, 12, 12]; the rows above) and head128 (dim 256,
+the real head_dim 128 = axes_dims [32, 48, 48]; a 1-token caption with a 2 x 2 latent, a
+100-token caption with a 24 x 32 latent).
+
+Usage: z_image_transformer.py --out DIR [--seed N] [--layout tiny|head128] [--weight-dtype f32|bf16]
+    [--max-shard-bytes N]
 """
 
 import json
@@ -86,10 +91,16 @@ MODEL_INDEX = {
     "vae": ["diffusers", "AutoencoderKL"],
 }
 
-# Row 0: a 7-token caption (padded to 32) and an 8 x 12 latent (24 tokens, padded to 32);
-# row 1: a 64-token caption and a 16 x 16 latent (64 tokens), neither padded.
-CAPTION_LENS = (7, 64)
-LATENT_SIZES = ((8, 12), (16, 16))
+# Layouts: config overrides, each row's caption length and latent size (H, W).
+LAYOUTS = {
+    # Row 0: a 7-token caption (padded to 32) and an 8 x 12 latent (24 tokens, padded to 32);
+    # row 1: a 64-token caption and a 16 x 16 latent (64 tokens), neither padded.
+    "tiny": ({}, (7, 64), ((8, 12), (16, 16))),
+    # The real head_dim (128) and axes_dims [32, 48, 48]; edge rows: a 1-token caption with a
+    # 2 x 2 latent (one image token and 31 pad tokens), a 100-token caption with 24 x 32.
+    "head128": ({"dim": 256, "n_heads": 2, "axes_dims": [32, 48, 48], "axes_lens": [256, 32, 32], "cap_feat_dim": 64},
+                (1, 100), ((2, 2), (24, 32))),
+}
 SIGMAS = (0.75, 0.3125)  # exact in float32, and so is 1 - sigma
 
 
@@ -345,8 +356,10 @@ def forward(w, c, xs, t32, caps):
     return results, unified_rows
 
 
-def generate(out_dir, seed, weight_dtype, max_shard_bytes):
+def generate(out_dir, seed, weight_dtype, max_shard_bytes, layout="tiny"):
+    overrides, caption_lens, latent_sizes = LAYOUTS[layout]
     c = dict(CONFIG)
+    c.update(overrides)
     generator = prism_ref.seed_everything(seed)
     store_dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[weight_dtype]
     state = {k: v.to(store_dtype).contiguous() for k, v in random_state(c, generator).items()}
@@ -358,8 +371,8 @@ def generate(out_dir, seed, weight_dtype, max_shard_bytes):
     write_weights(transformer_dir, state, max_shard_bytes)
 
     w = {k: v.to(torch.float64) for k, v in state.items()}  # exactly the stored values
-    xs = [torch.randn((c["in_channels"], 1, h, wd), generator=generator).float() for h, wd in LATENT_SIZES]
-    caps = [torch.randn((n, c["cap_feat_dim"]), generator=generator).float() for n in CAPTION_LENS]
+    xs = [torch.randn((c["in_channels"], 1, h, wd), generator=generator).float() for h, wd in latent_sizes]
+    caps = [torch.randn((n, c["cap_feat_dim"]), generator=generator).float() for n in caption_lens]
     sigma = torch.tensor(SIGMAS, dtype=torch.float32)
     t32 = 1.0 - sigma
     with torch.no_grad():
@@ -370,18 +383,19 @@ def generate(out_dir, seed, weight_dtype, max_shard_bytes):
         tensors[f"cap_{b}"] = caps[b]
         tensors[f"out_{b}"] = outs[b].float()
         tensors[f"unified_{b}"] = unified[b].float()
-    metadata = {"generator": "z_image_transformer.py", "seed": str(seed), "weight_dtype": weight_dtype,
+    metadata = {"generator": "z_image_transformer.py", "layout": layout, "seed": str(seed), "weight_dtype": weight_dtype,
                 "torch": torch.__version__}
     prism_ref.save_reference(out_dir, tensors, metadata)
 
 
 def main():
     parser = prism_ref.generator_parser(__doc__.splitlines()[0])
+    parser.add_argument("--layout", choices=sorted(LAYOUTS), default="tiny")
     parser.add_argument("--weight-dtype", choices=("f32", "bf16"), default="f32")
     parser.add_argument("--max-shard-bytes", type=int, default=None,
                         help="shard the weights (diffusion_pytorch_model.safetensors.index.json) above this size")
     a = parser.parse_args()
-    generate(a.out, a.seed, a.weight_dtype, a.max_shard_bytes)
+    generate(a.out, a.seed, a.weight_dtype, a.max_shard_bytes, a.layout)
 
 
 if __name__ == "__main__":
