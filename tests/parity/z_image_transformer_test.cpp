@@ -7,7 +7,8 @@
 // no padding). This test loads the directory as a deployment would and runs the batch as one
 // flat pass: f32 against the 1e-4 bar, bf16 and int8 linears against derived bounds; the
 // begin / run_blocks / end split; the Denoiser's conventions (sigma -> 1 - sigma, velocity =
-// -output); each row alone against its row in the batch; the flops formula; load errors.
+// -output); each row alone against its row in the batch; the real head_dim (128) with edge
+// rows; what the caller's arena holds; the flops formula; load errors.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -19,6 +20,7 @@
 #include "configs/z_image_config.h"
 #include "formats/safetensors.h"
 #include "models/z_image/z_image.h"
+#include "runtime/arena.h"
 #include "runtime/ops.h"
 #include "test_util/paths.h"
 #include "test_util/reference_io.h"
@@ -259,6 +261,29 @@ TEST(ZImageTransformer, EachRowAloneMatchesItsRowInTheBatch) {
   const std::vector<Tensor> swapped = l->model->forward({rows[1], rows[0]});
   EXPECT_LE(test::compare(swapped[0], batched[1]).max_abs_error, 1e-5);
   EXPECT_LE(test::compare(swapped[1], batched[0]).max_abs_error, 1e-5);
+}
+
+// The caller's arena holds the pass's state and results only: the blocks' intermediates (q/k/v
+// [T, 3 dim], the FFN's [T, 2 I], ...) live in the model's per-thread scratch arena.
+TEST(ZImageTransformer, TheCallersArenaHoldsOnlyTheStateAndTheResults) {
+  auto l = load(Precision::f32);
+  ASSERT_TRUE(l.has_value()) << l.status().to_string();
+  Arena arena;
+  ArenaScope scope(&arena);
+  std::unique_ptr<models::ZImageState> st = l->model->begin(l->ref.rows());
+  l->model->run_layers(*st, 0, 2);
+  const std::vector<Tensor> out = l->model->end(*st);
+  EXPECT_TRUE(test::rel_error_within(out[1], l->ref.out[1], 1e-5));
+  const int64_t t = 192, dim = 64, half = 16;  // (32 + 32) + (64 + 64) tokens
+  // hidden; rope cos and sin; positions and the refiners' token indices; the outputs.
+  const int64_t state = t * dim * 4 + 2 * t * half * 4 + 2 * t * 4;
+  const int64_t results = (16 * 8 * 12 + 16 * 16 * 16) * 4;
+  report("f32", "caller's arena after a pass", std::to_string(arena.used_bytes()) + " bytes (state + results " +
+                                                 std::to_string(state + results) + ")");
+  EXPECT_GE(int64_t(arena.used_bytes()), state + results);
+  EXPECT_LE(int64_t(arena.used_bytes()), state + results + 32 * 64);  // small tensors and alignment
+  // One block's q/k/v alone ([T, 3 dim] f32) would be 147 KB.
+  EXPECT_LT(int64_t(arena.used_bytes()), t * 3 * dim * 4);
 }
 
 TEST(ZImageTransformer, FlopsAndWeightBytes) {
