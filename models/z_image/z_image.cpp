@@ -322,6 +322,83 @@ void fill_rows(Tensor& dst, int64_t r, int64_t n, const Tensor& token) {
   for (int64_t i = 0; i < n; ++i) dst.slice(0, r + i, r + i + 1).copy_from(token);
 }
 
+// The rows' token counts and places in the unified sequence, and its cu_seqlens (in the
+// current arena).
+std::unique_ptr<ZImageState> plan_rows(const ZImageConfig& c, const std::vector<ZImageRow>& rows) {
+  auto st = std::make_unique<ZImageState>();
+  std::vector<int64_t> unified_lens;
+  int64_t start = 0;
+  for (const ZImageRow& row : rows) {
+    const Tensor& x = row.x;
+    PRISM_CHECK_MSG(x.dim() == 4 && x.size(0) == c.in_channels && x.dtype() == DType::f32 && x.size(1) >= 1 &&
+                        x.size(2) >= 2 && x.size(3) >= 2 && x.size(2) % 2 == 0 && x.size(3) % 2 == 0,
+                    "z-image: a latent must be [in_channels, F, H, W] f32 with even H, W");
+    PRISM_CHECK_MSG(row.cap_feats.dim() == 2 && row.cap_feats.size(0) >= 1 &&
+                        row.cap_feats.size(1) == c.cap_feat_dim && row.cap_feats.dtype() == DType::f32,
+                    "z-image: cap_feats must be [L >= 1, cap_feat_dim] f32");
+    ZImageState::Row r;
+    r.frames = x.size(1);
+    r.height = x.size(2);
+    r.width = x.size(3);
+    r.image_tokens = r.frames * (r.height / 2) * (r.width / 2);
+    r.image_padded = ZImageConfig::padded(r.image_tokens);
+    r.cap_padded = ZImageConfig::padded(row.cap_feats.size(0));
+    r.start = start;
+    start += r.image_padded + r.cap_padded;
+    st->rows.push_back(r);
+    st->latent_shapes.push_back({c.in_channels, r.frames, r.height, r.width});
+    unified_lens.push_back(r.image_padded + r.cap_padded);
+  }
+  st->cu_seqlens = make_segments(unified_lens).cu_seqlens;
+  return st;
+}
+
+// x_img [N_img, dim] (each row's padded image tokens): all_x_embedder of the patches, then
+// x_pad_token in the pad rows. Intermediates in the current (scratch) arena.
+void embed_image_tokens(const ZImageConfig& c, const ZImageWeights& w, const std::vector<ZImageRow>& rows,
+                        const std::vector<ZImageState::Row>& plan, const Segments& seg, Tensor& x_img) {
+  int64_t real = 0;
+  for (const ZImageState::Row& r : plan) real += r.image_tokens;
+  Tensor patches = Tensor::empty({real, c.patch_features()}, DType::f32);  // [N_real, 4 C]
+  int64_t off = 0;
+  for (size_t b = 0; b < rows.size(); ++b) {
+    patches.slice(0, off, off + plan[b].image_tokens).copy_from(patchify(rows[b].x));
+    off += plan[b].image_tokens;
+  }
+  const Tensor embedded = ops::linear(patches, w.x_embedder);  // [N_real, dim]
+  off = 0;
+  for (size_t b = 0; b < rows.size(); ++b) {
+    const ZImageState::Row& r = plan[b];
+    const int64_t s = seg.starts[b];
+    x_img.slice(0, s, s + r.image_tokens).copy_from(embedded.slice(0, off, off + r.image_tokens));
+    fill_rows(x_img, s + r.image_tokens, r.image_padded - r.image_tokens, w.x_pad_token);
+    off += r.image_tokens;
+  }
+}
+
+// cap [N_cap, dim] (each row's padded caption tokens): cap_embedder (RMSNorm, linear) of the
+// features, then cap_pad_token in the pad rows. Intermediates in the current (scratch) arena.
+void embed_caption_tokens(const ZImageConfig& c, const ZImageWeights& w, const std::vector<ZImageRow>& rows,
+                          const std::vector<ZImageState::Row>& plan, const Segments& seg, Tensor& cap) {
+  int64_t real = 0;
+  for (const ZImageRow& row : rows) real += row.cap_feats.size(0);
+  Tensor feats = Tensor::empty({real, c.cap_feat_dim}, DType::f32);  // [N_cap_real, cap_feat_dim]
+  int64_t off = 0;
+  for (const ZImageRow& row : rows) {
+    feats.slice(0, off, off + row.cap_feats.size(0)).copy_from(row.cap_feats);
+    off += row.cap_feats.size(0);
+  }
+  const Tensor embedded = ops::linear(ops::rms_norm(feats, w.cap_embedder_norm, float(c.norm_eps)),
+                                      w.cap_embedder_linear);  // [N_cap_real, dim]
+  off = 0;
+  for (size_t b = 0; b < rows.size(); ++b) {
+    const int64_t n = rows[b].cap_feats.size(0), s = seg.starts[b];
+    cap.slice(0, s, s + n).copy_from(embedded.slice(0, off, off + n));
+    fill_rows(cap, s + n, plan[b].cap_padded - n, w.cap_pad_token);
+    off += n;
+  }
+}
+
 // The positions of every token of the unified sequence and their rotation table.
 void layout_positions(const ZImageConfig& c, const ZImageWeights& w, ZImageState& st) {
   const int64_t total = st.cu_seqlens.data<int32_t>()[st.rows.size()], half = c.head_dim() / 2;
@@ -377,95 +454,41 @@ ZImageTransformer::~ZImageTransformer() = default;
 std::unique_ptr<ZImageState> ZImageTransformer::begin(const std::vector<ZImageRow>& rows) const {
   PRISM_CHECK_MSG(!rows.empty(), "z-image: begin needs at least one row");
   Arena* const result_arena = current_arena();  // the caller's (null: heap): the state lives there
-  const int64_t d = c_.dim, ch = c_.in_channels;
-  auto st = std::make_unique<ZImageState>();
-  std::vector<int64_t> image_lens, cap_lens, unified_lens;
-  std::vector<float> t;
-  int64_t start = 0;
-  for (const ZImageRow& row : rows) {
-    const Tensor& x = row.x;
-    PRISM_CHECK_MSG(x.dim() == 4 && x.size(0) == ch && x.dtype() == DType::f32 && x.size(1) >= 1 &&
-                        x.size(2) >= 2 && x.size(3) >= 2 && x.size(2) % 2 == 0 && x.size(3) % 2 == 0,
-                    "z-image: a latent must be [in_channels, F, H, W] f32 with even H, W");
-    PRISM_CHECK_MSG(row.cap_feats.dim() == 2 && row.cap_feats.size(0) >= 1 && row.cap_feats.size(1) == c_.cap_feat_dim &&
-                        row.cap_feats.dtype() == DType::f32,
-                    "z-image: cap_feats must be [L >= 1, cap_feat_dim] f32");
-    ZImageState::Row r;
-    r.frames = x.size(1);
-    r.height = x.size(2);
-    r.width = x.size(3);
-    r.image_tokens = r.frames * (r.height / 2) * (r.width / 2);
-    r.image_padded = ZImageConfig::padded(r.image_tokens);
-    r.cap_padded = ZImageConfig::padded(row.cap_feats.size(0));
-    r.start = start;
-    start += r.image_padded + r.cap_padded;
-    st->rows.push_back(r);
-    st->latent_shapes.push_back({ch, r.frames, r.height, r.width});
-    image_lens.push_back(r.image_padded);
-    cap_lens.push_back(r.cap_padded);
-    unified_lens.push_back(r.image_padded + r.cap_padded);
-    t.push_back(row.t);
-  }
-  const Segments unified = make_segments(unified_lens);  // results: the caller's arena
-  st->cu_seqlens = unified.cu_seqlens;
+  std::unique_ptr<ZImageState> st = plan_rows(c_, rows);
   layout_positions(c_, *w_, *st);
   Arena& scratch = common::scratch_arena();
   scratch.reset();
   {
     ArenaScope scope(&scratch);
+    std::vector<float> t;
+    for (const ZImageRow& row : rows) t.push_back(row.t);
     const Tensor h = ops::linear(timestep_frequencies(t, c_.t_scale), w_->t_embedder_mlp0, ops::Activation::silu);  // [B, 1024]
     ArenaScope result(result_arena);
     st->t_emb = ops::linear(h, w_->t_embedder_mlp2);  // [B, adaln]
+  }
+  std::vector<int64_t> image_lens, cap_lens;
+  for (const ZImageState::Row& r : st->rows) {
+    image_lens.push_back(r.image_padded);
+    cap_lens.push_back(r.cap_padded);
   }
   const Segments image_seg = make_segments(image_lens), cap_seg = make_segments(cap_lens);
   Tensor x_img, cap;
   {
     ArenaScope heap(nullptr);  // the refiners' streams outlive the per-block scratch resets
-    x_img = Tensor::empty({image_seg.total(), d}, DType::f32);  // [N_img, dim]
-    cap = Tensor::empty({cap_seg.total(), d}, DType::f32);      // [N_cap, dim]
+    x_img = Tensor::empty({image_seg.total(), c_.dim}, DType::f32);  // [N_img, dim]
+    cap = Tensor::empty({cap_seg.total(), c_.dim}, DType::f32);      // [N_cap, dim]
   }
   {
     ArenaScope scope(&scratch);
-    int64_t real = 0;
-    for (const ZImageState::Row& r : st->rows) real += r.image_tokens;
-    Tensor patches = Tensor::empty({real, c_.patch_features()}, DType::f32);  // [N_real, 4 C]
-    int64_t off = 0;
-    for (size_t b = 0; b < rows.size(); ++b) {
-      patches.slice(0, off, off + st->rows[b].image_tokens).copy_from(patchify(rows[b].x));
-      off += st->rows[b].image_tokens;
-    }
-    const Tensor embedded = ops::linear(patches, w_->x_embedder);  // [N_real, dim]
-    off = 0;
-    for (size_t b = 0; b < rows.size(); ++b) {
-      const ZImageState::Row& r = st->rows[b];
-      const int64_t s = image_seg.starts[b];
-      x_img.slice(0, s, s + r.image_tokens).copy_from(embedded.slice(0, off, off + r.image_tokens));
-      fill_rows(x_img, s + r.image_tokens, r.image_padded - r.image_tokens, w_->x_pad_token);
-      off += r.image_tokens;
-    }
-    int64_t cap_real = 0;
-    for (const ZImageRow& row : rows) cap_real += row.cap_feats.size(0);
-    Tensor feats = Tensor::empty({cap_real, c_.cap_feat_dim}, DType::f32);  // [N_cap_real, cap_feat_dim]
-    off = 0;
-    for (const ZImageRow& row : rows) {
-      feats.slice(0, off, off + row.cap_feats.size(0)).copy_from(row.cap_feats);
-      off += row.cap_feats.size(0);
-    }
-    const Tensor cap_emb = ops::linear(ops::rms_norm(feats, w_->cap_embedder_norm, float(c_.norm_eps)),
-                                       w_->cap_embedder_linear);  // [N_cap_real, dim]
-    off = 0;
-    for (size_t b = 0; b < rows.size(); ++b) {
-      const int64_t n = rows[b].cap_feats.size(0), s = cap_seg.starts[b];
-      cap.slice(0, s, s + n).copy_from(cap_emb.slice(0, off, off + n));
-      fill_rows(cap, s + n, st->rows[b].cap_padded - n, w_->cap_pad_token);
-      off += n;
-    }
+    embed_image_tokens(c_, *w_, rows, st->rows, image_seg, x_img);
+    embed_caption_tokens(c_, *w_, rows, st->rows, cap_seg, cap);
   }
   const Tensor image_pos = part_positions(*st, true), cap_pos = part_positions(*st, false);  // [N_img], [N_cap] i32
   const int64_t refiners = c_.n_refiner_layers;
   run_stack(w_->noise_refiner, 0, refiners, c_, x_img, image_seg, image_pos, st->rope, st->t_emb);
   run_stack(w_->context_refiner, 0, refiners, c_, cap, cap_seg, cap_pos, st->rope, Tensor());
-  st->hidden = Tensor::empty({unified.total(), d}, DType::f32);  // [T, dim]: per row image, then caption
+  const int64_t total = st->cu_seqlens.data<int32_t>()[rows.size()];
+  st->hidden = Tensor::empty({total, c_.dim}, DType::f32);  // [T, dim]: per row image, then caption
   for (size_t b = 0; b < rows.size(); ++b) {
     const ZImageState::Row& r = st->rows[b];
     st->hidden.slice(0, r.start, r.start + r.image_padded)
