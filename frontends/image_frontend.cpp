@@ -25,7 +25,7 @@ Result<int64_t> knob_in(const serving::Knobs& knobs, std::string_view name, int6
 
 const std::vector<std::string_view>& image_knob_names() {
   static const std::vector<std::string_view> names = {"default_steps", "default_guidance_scale", "max_image_side",
-                                                      "max_images", "max_sequence_length"};
+                                                      "max_images", "max_sequence_length", "tiny_autoencoder"};
   return names;
 }
 
@@ -64,6 +64,10 @@ Result<std::shared_ptr<const ImageFrontend>> ImageFrontend::load(const serving::
   PRISM_ASSIGN_OR_RETURN(const double guidance, knobs.get_double("default_guidance_scale", 5.0));
   if (guidance < 0 || guidance > 100)
     return invalid_argument(knobs.where("default_guidance_scale") + " must be in [0, 100]");
+  PRISM_ASSIGN_OR_RETURN(fe->tiny_autoencoder_, knobs.get_string("tiny_autoencoder", ""));
+  if (!fe->tiny_autoencoder_.empty() && !fs::exists(fe->tiny_autoencoder_))
+    return not_found(knobs.where("tiny_autoencoder") + ": no file " + fe->tiny_autoencoder_);
+  if (!fe->tiny_autoencoder_.empty()) fe->defaults_.preview = PreviewDecoder::tiny;
   fe->max_side_ = int(max_side);
   fe->max_images_ = int(max_images);
   fe->defaults_.steps = int(steps);
