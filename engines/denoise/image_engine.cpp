@@ -58,8 +58,12 @@ class ImageEngine final : public serving::Engine {
 
   Status load() override {
     threads_ = set_replica_team(replicas_);
-    PRISM_ASSIGN_OR_RETURN(const ops::Precision precision, ops::parse_precision(config_.precision));
-    PRISM_ASSIGN_OR_RETURN(pipeline_, ImagePipeline::load(config_.model, {.precision = precision}));
+    ImagePipelineOptions options;
+    PRISM_ASSIGN_OR_RETURN(options.precision, ops::parse_precision(config_.precision));
+    PRISM_ASSIGN_OR_RETURN(const std::string text_precision,
+                           config_.knobs.get_string("text_encoder_precision", config_.precision));
+    PRISM_ASSIGN_OR_RETURN(options.text_encoder_precision, ops::parse_precision(text_precision));
+    PRISM_ASSIGN_OR_RETURN(pipeline_, ImagePipeline::load(config_.model, options));
     loop_.set_progress_callback([this](const DenoiseProgress& p) { on_progress(p); });
     return Status();
   }

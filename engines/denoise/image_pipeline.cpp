@@ -56,7 +56,8 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::load(const std::string& di
   PRISM_ASSIGN_OR_RETURN(p->scheduler_, configs::SchedulerConfig::load(dir));
   // Z-Image conditions on hidden_states[-2]: the second-to-last layer's output, before the norm.
   PRISM_ASSIGN_OR_RETURN(p->text_encoder_, models::load_llama_text_encoder((root / "text_encoder").string(),
-                                                                           options.precision, {.hidden_states_index = -2}));
+                                                                           options.text_encoder_precision,
+                                                                           {.hidden_states_index = -2}));
   PRISM_ASSIGN_OR_RETURN(p->denoiser_, models::load_z_image(dir, options.precision));
   PRISM_ASSIGN_OR_RETURN(p->vae_, models::AutoencoderKLDecoder::load((root / "vae").string()));
   if (p->vae_->config().latent_channels != p->denoiser_->latent_channels())
