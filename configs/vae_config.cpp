@@ -101,9 +101,13 @@ Status AutoencoderKLConfig::validate(const std::string& origin) const {
                             std::to_string(scaling_factor));
   if (!std::isfinite(shift_factor))
     return invalid_argument(origin + ": shift_factor must be finite");
-  if (sample_size % spatial_factor() != 0)
+  // NOTE: diffusers' tiles of sample_size / f latent cells start every 3/4 tile and keep all
+  // but their last 1/4 in pixels; both are whole, and equal, only when the latent tile is a
+  // multiple of 4 cells. Checked here so that decoding with the default tiles cannot fail.
+  if (sample_size % (4 * spatial_factor()) != 0)
     return invalid_argument(origin + ": sample_size " + std::to_string(sample_size) + " is not a multiple of " +
-                            std::to_string(spatial_factor()) + " (2^(blocks - 1)), the latent tile would not be whole");
+                            std::to_string(4 * spatial_factor()) +
+                            " (4 x 2^(blocks - 1)): its decode tiles would not cover the image");
   return Status();
 }
 

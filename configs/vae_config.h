@@ -44,7 +44,7 @@ struct AutoencoderKLConfig {
   // dir/config.json (dir: the pipeline's vae/ folder), or a .json path.
   static Result<AutoencoderKLConfig> load(const std::string& dir_or_file);
   // Sizes positive, every block's channels divisible by norm_num_groups, scaling_factor
-  // finite and non-zero, sample_size a multiple of spatial_factor().
+  // finite and non-zero, sample_size a multiple of 4 * spatial_factor() (whole decode tiles).
   Status validate(const std::string& origin = "config.json") const;
 
   int64_t num_blocks() const { return int64_t(block_out_channels.size()); }

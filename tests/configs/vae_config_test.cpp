@@ -128,6 +128,10 @@ TEST(VaeConfig, InvalidValuesNameTheKey) {
                StatusCode::invalid_argument, "up_block_types has 4 entries");
   expect_error(edited(kFlux, "\"sample_size\": 1024", "\"sample_size\": 1020"), StatusCode::invalid_argument,
                "sample_size 1020");
+  // A multiple of 8 but not of 32: 125-cell tiles would start every 93 cells (744 pixels) and
+  // keep 750.
+  expect_error(edited(kFlux, "\"sample_size\": 1024", "\"sample_size\": 1000"), StatusCode::invalid_argument,
+               "sample_size 1000 is not a multiple of 32");
   expect_error(edited(kFlux, "\"layers_per_block\": 2", "\"layers_per_block\": \"2\""), StatusCode::invalid_argument,
                "layers_per_block");
 }
