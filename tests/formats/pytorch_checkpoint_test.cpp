@@ -1,18 +1,24 @@
 // PytorchCheckpoint: torch.save archives written by PyTorch itself (tests/reference/
 // pytorch_checkpoint.py: every dtype, strided and shared views, nesting, a deflated re-zip,
 // TorchScript and legacy files) read back bit for bit; the real TAEF2 weights through
-// WeightSource; and hand-made hostile or broken archives, each refused with a named error and
-// nothing run.
+// WeightSource; hand-made hostile or broken archives, each refused with a named error and
+// nothing run; and a fuzz test: thousands of mutations of real archives (bytes flipped,
+// fields overwritten, cuts, splices), of the whole file and of the pickle alone (re-zipped
+// with a right CRC so the unpickler sees it), each of which must load or fail with a Status.
+// PRISM_FUZZ_ITERATIONS raises the count (default 2000 per seed file).
 #include "formats/pytorch_checkpoint.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
+#include "base/file.h"
 #include "formats/safetensors.h"
 #include "test_util/paths.h"
 #include "test_util/reference_io.h"
@@ -284,6 +290,165 @@ TEST(PytorchCheckpoint, SharedStorageIsReadOnce) {
   ASSERT_TRUE(ok.has_value()) << ok.status().to_string();
   EXPECT_EQ((*ok)->get("b")->data<float>()[1], 4.0f);
   EXPECT_EQ((*ok)->names(), (std::vector<std::string>{"a", "b"}));
+}
+
+
+// ---- fuzzing -------------------------------------------------------------------------------
+
+// The entries of a zip of stored entries with no archive comment (torch.save's), read
+// through its central directory (torch's local headers defer sizes to data descriptors).
+std::vector<std::pair<std::string, std::string>> stored_entries(const std::string& zip) {
+  auto rd = [&](size_t at, int n) {
+    uint32_t v = 0;
+    for (int i = n; i-- > 0;) v = v << 8 | uint8_t(zip[at + size_t(i)]);
+    return v;
+  };
+  const size_t end = zip.size() - 22;
+  PRISM_CHECK(rd(end, 4) == 0x06054b50);
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t pos = rd(end + 16, 4);
+  for (uint32_t i = 0; i < rd(end + 10, 2); ++i) {
+    PRISM_CHECK(rd(pos, 4) == 0x02014b50 && rd(pos + 10, 2) == 0);  // stored
+    const size_t size = rd(pos + 20, 4), name_len = rd(pos + 28, 2), local = rd(pos + 42, 4);
+    const size_t data = local + 30 + rd(local + 26, 2) + rd(local + 28, 2);
+    out.emplace_back(zip.substr(pos + 46, name_len), zip.substr(data, size));
+    pos += 46 + name_len + rd(pos + 30, 2) + rd(pos + 32, 2);
+  }
+  return out;
+}
+
+int fuzz_iterations() {
+  const char* env = std::getenv("PRISM_FUZZ_ITERATIONS");
+  return env ? std::max(1, std::atoi(env)) : 2000;
+}
+
+// One random change of the kinds that break parsers: flipped bytes, a length or offset field
+// overwritten with an edge value, a cut, bytes inserted or removed, a range copied elsewhere.
+// Offsets favour [hot_begin, hot_end) (a file's pickle and directory) three times in four.
+std::string mutate(std::string s, std::mt19937_64& rng, size_t hot_begin, size_t hot_end) {
+  auto below = [&](size_t n) { return n == 0 ? size_t(0) : size_t(rng() % n); };
+  auto where = [&] {
+    if (hot_end > hot_begin && hot_end <= s.size() && rng() % 4 != 0) return hot_begin + below(hot_end - hot_begin);
+    return below(s.size());
+  };
+  const int kind = int(rng() % 6);
+  if (s.empty()) return std::string(1, char(rng()));
+  switch (kind) {
+    case 0:  // flip bytes
+      for (int n = 1 + int(rng() % 8); n > 0; --n) s[where()] ^= char(1 + rng() % 255);
+      break;
+    case 1: {  // an edge value over a 1-, 2-, 4- or 8-byte field
+      static const uint64_t kEdges[] = {0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0xffff, 0x7fffffff, 0xffffffff,
+                                        0x80000000, ~uint64_t(0), ~uint64_t(0) >> 1};
+      const uint64_t v = rng() % 3 == 0 ? rng() : rng() % 2 ? s.size() - below(64) : kEdges[below(std::size(kEdges))];
+      const size_t width = size_t(1) << (rng() % 4), at = where();
+      for (size_t i = 0; i < width && at + i < s.size(); ++i) s[at + i] = char(v >> (8 * i));
+      break;
+    }
+    case 2:  // cut
+      s.resize(below(s.size()));
+      break;
+    case 3:  // insert
+      s.insert(where(), std::string(1 + below(16), char(rng())));
+      break;
+    case 4:  // remove
+      s.erase(where(), 1 + below(16));
+      break;
+    default: {  // copy a range over another place
+      const size_t from = below(s.size()), to = where(), n = std::min({1 + below(64), s.size() - from, s.size() - to});
+      s.replace(to, n, s.substr(from, n));
+      break;
+    }
+  }
+  return s;
+}
+
+struct Outcomes {
+  int loaded = 0, refused = 0;
+  std::map<StatusCode, int> by_code;
+};
+
+// Loads one candidate; a success must hand out readable tensors (every byte touched, so an
+// out-of-range view shows under AddressSanitizer).
+void try_load(const std::string& bytes, Outcomes& out) {
+  Result<std::shared_ptr<const PytorchCheckpoint>> r =
+      PytorchCheckpoint::parse(std::make_shared<const std::string>(bytes), "fuzz");
+  if (!r) {
+    ++out.refused;
+    ++out.by_code[r.status().code()];
+    return;
+  }
+  ++out.loaded;
+  uint64_t sum = 0;
+  for (const std::string& name : (*r)->names()) {
+    Result<Tensor> t = (*r)->get(name);
+    ASSERT_TRUE(t.has_value());
+    ASSERT_TRUE(t->is_contiguous());
+    const uint8_t* p = static_cast<const uint8_t*>(t->raw_data());
+    for (size_t i = 0; i < t->nbytes(); ++i) sum += p[i];
+  }
+  volatile uint64_t sink = sum;
+  (void)sink;
+}
+
+std::string describe(const Outcomes& o) {
+  std::string s = std::to_string(o.loaded) + " loaded, " + std::to_string(o.refused) + " refused (";
+  for (const auto& [code, n] : o.by_code) s += std::string(status_code_name(code)) + " " + std::to_string(n) + " ";
+  return s + ")";
+}
+
+struct Seed {
+  std::string name, bytes;
+  int iterations;
+};
+
+std::vector<Seed> fuzz_seeds() {
+  const int n = fuzz_iterations();
+  std::vector<Seed> seeds;
+  for (const char* f : {"small.pth", "mixed.pth", "state_dict.pth"})
+    seeds.push_back({f, *read_file(generated_dir() + "/" + f), n});
+  // The real file: fewer rounds (each copies 2.7 MB), mutations aimed at its pickle and directory.
+  seeds.push_back({"taef2_encoder.pth", *read_file(taesd_dir() + "/taef2_encoder.pth"), std::max(1, n / 10)});
+  return seeds;
+}
+
+TEST(PytorchCheckpointFuzz, MutatedArchivesLoadOrFailCleanly) {
+  std::mt19937_64 rng(20261202);
+  for (const Seed& seed : fuzz_seeds()) {
+    ASSERT_TRUE(PytorchCheckpoint::parse(std::make_shared<const std::string>(seed.bytes), seed.name).has_value());
+    // Hot: the pickle (first entry, at the front) and the directory (at the back).
+    const size_t hot = std::min<size_t>(seed.bytes.size(), 12000);
+    Outcomes out;
+    for (int i = 0; i < seed.iterations; ++i) {
+      const bool tail = rng() % 2;
+      std::string m = mutate(seed.bytes, rng, tail ? seed.bytes.size() - hot : 0, tail ? seed.bytes.size() : hot);
+      if (rng() % 3 == 0) m = mutate(m, rng, 0, m.size());  // sometimes two changes
+      try_load(m, out);
+    }
+    std::printf("  %s, whole archive: %s\n", seed.name.c_str(), describe(out).c_str());
+    EXPECT_GT(out.refused, 0);
+  }
+}
+
+TEST(PytorchCheckpointFuzz, MutatedPicklesLoadOrFailCleanly) {
+  std::mt19937_64 rng(7);
+  for (const Seed& seed : fuzz_seeds()) {
+    std::vector<std::pair<std::string, std::string>> entries = stored_entries(seed.bytes);
+    auto pkl = std::find_if(entries.begin(), entries.end(), [](const auto& e) {
+      return e.first.size() > 9 && e.first.compare(e.first.size() - 9, 9, "/data.pkl") == 0;
+    });
+    ASSERT_NE(pkl, entries.end()) << seed.name;
+    const std::string original = pkl->second;
+    Outcomes out;
+    for (int i = 0; i < seed.iterations; ++i) {
+      pkl->second = mutate(original, rng, 0, original.size());
+      if (rng() % 3 == 0) pkl->second = mutate(pkl->second, rng, 0, pkl->second.size());
+      try_load(make_zip(entries), out);
+    }
+    std::printf("  %s, pickle only: %s\n", seed.name.c_str(), describe(out).c_str());
+    EXPECT_GT(out.loaded, 0);  // some mutations leave a valid pickle (a changed number, a name)
+    EXPECT_GT(out.refused, 0);
+  }
 }
 
 }  // namespace
