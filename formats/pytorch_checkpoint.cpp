@@ -204,6 +204,21 @@ Result<std::map<std::string, ZipEntry>> read_zip(Bytes file) {
   return entries;
 }
 
+// What reading may allocate beyond the file itself: inflated entries and copies of strided
+// tensors. NOTE: without it a small hostile file could ask for gigabytes (a deflate bomb; a
+// thousand transposed views of one large storage, each copied). Legitimate files stay far
+// below: weights deflate by a few times at most and are rarely strided.
+struct Budget {
+  uint64_t left;
+  explicit Budget(uint64_t file_bytes) : left(64 * file_bytes + (uint64_t(64) << 20)) {}
+  Status take(uint64_t n, const std::string& what) {
+    if (n > left)
+      return resource_exhausted(what + " would take the memory read beyond the file past 64x the file's size");
+    left -= n;
+    return Status();
+  }
+};
+
 // An entry's bytes: a view of the file when stored, an inflated copy when deflated; the CRC-32
 // checked either way.
 struct EntryBytes {
@@ -212,7 +227,7 @@ struct EntryBytes {
 };
 
 Result<EntryBytes> read_entry(Bytes file, const std::shared_ptr<void>& file_owner, const std::string& name,
-                              const ZipEntry& e) {
+                              const ZipEntry& e, Budget& budget) {
   const std::string at = "zip entry " + in_quotes(name) + ": ";
   EntryBytes out;
   if (e.method == kStored) {
@@ -222,6 +237,7 @@ Result<EntryBytes> read_entry(Bytes file, const std::shared_ptr<void>& file_owne
     if (e.size / kMaxDeflateRatio > e.compressed + 1)
       return data_loss(at + "claims " + std::to_string(e.size) + " bytes inflated from " +
                        std::to_string(e.compressed) + ", more than deflate can encode");
+    PRISM_RETURN_IF_ERROR(budget.take(e.size, at + "inflating it"));
     out.owner = allocate_aligned(std::max<uint64_t>(1, e.size));
     z_stream z{};
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return internal_error(at + "cannot start zlib");
@@ -293,18 +309,28 @@ const char* kind_name(Kind k) {
   return kNames[int(k)];
 }
 
+// NOTE: kept small (~80 bytes): a pickle makes up to one per opcode byte or two, and the
+// objects of a whole pickle are alive at once. Storages and tensors live in side tables.
 struct Object {
   Kind kind = Kind::none;
+  Global global = Global::ordered_dict;
+  int ref = 0;           // storage_type global: kStorageTypes index; storage, tensor: side-table index
   int64_t integer = 0;   // integer, boolean
   double floating = 0;
-  std::string text;      // text, bytes; a global's "module.name"; a storage's key
+  std::string text;      // text, bytes; a global's "module.name"
   std::vector<int> items;  // tuple, list: elements; dict: key, value, key, value, ...
-  Global global = Global::ordered_dict;
-  int storage_type = 0;  // index into kStorageTypes (global storage_type, storage)
-  Bytes data;            // storage: its bytes
-  std::shared_ptr<void> owner;  // storage: keeps data alive
-  Tensor tensor;
 };
+
+struct Storage {
+  std::string key;
+  int type = 0;                 // kStorageTypes index
+  Bytes data;
+  std::shared_ptr<void> owner;  // keeps data alive
+};
+
+// A pickle may make at most this many objects (~2.5 GiB of them): bounds memory whatever the
+// file says. torch.save makes about 15 per tensor.
+constexpr size_t kMaxObjects = size_t(1) << 25;
 
 // Opcodes this reader implements (pickle protocols 2 to 5, binary forms only).
 namespace op {
@@ -354,6 +380,7 @@ std::string hex(uint8_t c) {
 
 // Storages of the archive, read on first use by key.
 struct StorageSource {
+  Budget* budget = nullptr;
   Bytes file;
   std::shared_ptr<void> file_owner;
   const std::map<std::string, ZipEntry>* entries = nullptr;
@@ -367,11 +394,13 @@ class Unpickler {
   // The root object's index.
   Result<int> run();
   const Object& at(int i) const { return objects_[size_t(i)]; }
+  const Tensor& tensor(const Object& o) const { return tensors_[size_t(o.ref)]; }
 
  private:
   Status fail(const std::string& what) const {
     return invalid_argument("data.pkl at byte " + std::to_string(op_pos_) + ": " + what);
   }
+  // Objects are only made by step() and what it calls, which check room() first.
   int make(Object o) {
     objects_.push_back(std::move(o));
     return int(objects_.size() - 1);
@@ -379,6 +408,13 @@ class Unpickler {
   int make(Kind k) {
     Object o;
     o.kind = k;
+    return make(std::move(o));
+  }
+  int make_tensor(Tensor t) {
+    tensors_.push_back(std::move(t));
+    Object o;
+    o.kind = Kind::tensor;
+    o.ref = int(tensors_.size() - 1);
     return make(std::move(o));
   }
   Result<Bytes> take(uint64_t n) {
@@ -461,6 +497,8 @@ class Unpickler {
   const StorageSource& storages_;
   size_t pos_ = 0, op_pos_ = 0;
   std::vector<Object> objects_;
+  std::vector<Storage> storages_table_;
+  std::vector<Tensor> tensors_;
   std::vector<int> stack_;
   std::vector<size_t> marks_;  // stack sizes at each MARK
   std::unordered_map<uint64_t, int> memo_;
@@ -504,7 +542,7 @@ Status Unpickler::push_global(const std::string& module, const std::string& name
         module != "torch" ? end : std::find_if(std::begin(kStorageTypes), end, [&](const StorageType& s) { return name == s.name; });
     if (it == end) return fail("pickle global " + in_quotes(o.text) + " is not allowed in a weight file");
     o.global = Global::storage_type;
-    o.storage_type = int(it - std::begin(kStorageTypes));
+    o.ref = int(it - std::begin(kStorageTypes));
   }
   stack_.push_back(make(std::move(o)));
   return Status();
@@ -524,8 +562,8 @@ Result<std::vector<int64_t>> Unpickler::int_tuple(int i, const char* what) const
 // _rebuild_tensor(_v2)(storage, storage_offset, size, stride, ...): the strided view of the
 // storage as a contiguous prism Tensor (a zero-copy view when the layout allows).
 Result<int> Unpickler::rebuild_tensor(const std::vector<int>& args) {
-  const Object& storage = at(args[0]);
-  if (storage.kind != Kind::storage) return fail("a tensor's storage is a " + std::string(kind_name(storage.kind)));
+  if (at(args[0]).kind != Kind::storage) return fail("a tensor's storage is a " + std::string(kind_name(at(args[0]).kind)));
+  const Storage& storage = storages_table_[size_t(at(args[0]).ref)];
   if (at(args[1]).kind != Kind::integer || at(args[1]).integer < 0) return fail("a tensor's storage offset must be a non-negative int");
   const int64_t offset = at(args[1]).integer;
   PRISM_ASSIGN_OR_RETURN(std::vector<int64_t> size, int_tuple(args[2], "size"));
@@ -534,7 +572,7 @@ Result<int> Unpickler::rebuild_tensor(const std::vector<int>& args) {
   if (size.size() > size_t(Dims::kMaxDims))
     return unimplemented("a tensor with " + std::to_string(size.size()) + " dimensions (at most " +
                          std::to_string(Dims::kMaxDims) + " are supported)");
-  const StorageType& type = kStorageTypes[storage.storage_type];
+  const StorageType& type = kStorageTypes[storage.type];
   const uint64_t esize = uint64_t(type.element_bytes);
   const uint64_t storage_numel = storage.data.size() / esize;
 
@@ -548,13 +586,7 @@ Result<int> Unpickler::rebuild_tensor(const std::vector<int>& args) {
     empty |= size[d] == 0;
   }
   Dims shape(std::span<const int64_t>(size.data(), size.size()));
-  if (empty) {
-    Tensor t = heap_empty(shape, type.dtype);
-    Object o;
-    o.kind = Kind::tensor;
-    o.tensor = t;
-    return make(std::move(o));
-  }
+  if (empty) return make_tensor(heap_empty(shape, type.dtype));
   for (size_t d = 0; d < size.size(); ++d) {
     uint64_t span = 0;
     if (__builtin_mul_overflow(uint64_t(size[d]), numel, &numel) ||
@@ -562,7 +594,7 @@ Result<int> Unpickler::rebuild_tensor(const std::vector<int>& args) {
       return fail("a tensor's size and strides overflow");
   }
   if (last >= storage_numel)
-    return data_loss("a tensor reads element " + std::to_string(last) + " of storage " + in_quotes(storage.text) +
+    return data_loss("a tensor reads element " + std::to_string(last) + " of storage " + in_quotes(storage.key) +
                      ", which holds " + std::to_string(storage_numel));
   if (numel > storage_numel)
     return unimplemented("a tensor of " + std::to_string(numel) + " elements over a storage of " +
@@ -572,26 +604,23 @@ Result<int> Unpickler::rebuild_tensor(const std::vector<int>& args) {
   const Dims dense = contiguous_strides(shape);
   bool contiguous = true;
   for (size_t d = 0; d < size.size(); ++d) contiguous &= size[d] == 1 || stride[d] == dense[int(d)];
-  Object o;
-  o.kind = Kind::tensor;
-  if (contiguous && reinterpret_cast<uintptr_t>(base) % esize == 0) {
-    o.tensor = Tensor::from_blob(const_cast<uint8_t*>(base), shape, type.dtype, storage.owner);
-  } else {
-    // A strided gather, element by element: such tensors are rare in weight files.
-    o.tensor = heap_empty(shape, type.dtype);
-    uint8_t* dst = static_cast<uint8_t*>(o.tensor.raw_data());
-    std::vector<int64_t> index(size.size(), 0);
-    for (uint64_t i = 0; i < numel; ++i) {
-      uint64_t src = 0;
-      for (size_t d = 0; d < size.size(); ++d) src += uint64_t(index[d]) * uint64_t(stride[d]);
-      std::memcpy(dst + i * esize, base + src * esize, esize);
-      for (size_t d = size.size(); d-- > 0;) {
-        if (++index[d] < size[d]) break;
-        index[d] = 0;
-      }
+  if (contiguous && reinterpret_cast<uintptr_t>(base) % esize == 0)
+    return make_tensor(Tensor::from_blob(const_cast<uint8_t*>(base), shape, type.dtype, storage.owner));
+  // A strided gather, element by element: such tensors are rare in weight files.
+  PRISM_RETURN_IF_ERROR(storages_.budget->take(numel * esize, "a copy of a strided tensor"));
+  Tensor t = heap_empty(shape, type.dtype);
+  uint8_t* dst = static_cast<uint8_t*>(t.raw_data());
+  std::vector<int64_t> index(size.size(), 0);
+  for (uint64_t i = 0; i < numel; ++i) {
+    uint64_t src = 0;
+    for (size_t d = 0; d < size.size(); ++d) src += uint64_t(index[d]) * uint64_t(stride[d]);
+    std::memcpy(dst + i * esize, base + src * esize, esize);
+    for (size_t d = size.size(); d-- > 0;) {
+      if (++index[d] < size[d]) break;
+      index[d] = 0;
     }
   }
-  return make(std::move(o));
+  return make_tensor(std::move(t));
 }
 
 Status Unpickler::reduce() {
@@ -622,7 +651,7 @@ Status Unpickler::reduce() {
     case Global::storage_type:
       break;
   }
-  return fail("calling " + in_quotes("torch." + std::string(kStorageTypes[callable.storage_type].name)) +
+  return fail("calling " + in_quotes("torch." + std::string(kStorageTypes[callable.ref].name)) +
               " is not allowed in a weight file");
 }
 
@@ -651,31 +680,29 @@ Status Unpickler::persistent_load() {
   if (type.kind != Kind::global || type.global != Global::storage_type || key.kind != Kind::text ||
       numel.kind != Kind::integer || numel.integer < 0)
     return fail("a malformed storage persistent id");
-  const StorageType& st = kStorageTypes[type.storage_type];
+  const StorageType& st = kStorageTypes[type.ref];
   if (!st.supported)
     return unimplemented("storage type " + in_quotes(std::string("torch.") + st.name) + " is not supported");
 
   const std::string key_text = key.text;  // `key` dangles once make() grows objects_
   auto known = storage_by_key_.find(key_text);
   if (known != storage_by_key_.end()) {
-    if (at(known->second).storage_type != type.storage_type) return fail("storage " + in_quotes(key_text) + " named with two types");
+    if (storages_table_[size_t(at(known->second).ref)].type != type.ref) return fail("storage " + in_quotes(key_text) + " named with two types");
     stack_.push_back(known->second);
     return Status();
   }
   const std::string record = storages_.prefix + "data/" + key_text;
   auto entry = storages_.entries->find(record);
   if (entry == storages_.entries->end()) return data_loss("storage record " + in_quotes(record) + " is missing");
-  PRISM_ASSIGN_OR_RETURN(EntryBytes bytes, read_entry(storages_.file, storages_.file_owner, record, entry->second));
+  PRISM_ASSIGN_OR_RETURN(EntryBytes bytes, read_entry(storages_.file, storages_.file_owner, record, entry->second, *storages_.budget));
   uint64_t need = 0;
   if (__builtin_mul_overflow(uint64_t(numel.integer), uint64_t(st.element_bytes), &need) || need > bytes.bytes.size())
     return data_loss("storage " + in_quotes(key_text) + " of " + std::to_string(numel.integer) + " elements needs more than its " +
                      std::to_string(bytes.bytes.size()) + "-byte record");
+  storages_table_.push_back(Storage{key_text, type.ref, bytes.bytes.first(need), bytes.owner});
   Object o;
   o.kind = Kind::storage;
-  o.text = key_text;
-  o.storage_type = type.storage_type;
-  o.data = bytes.bytes.first(need);
-  o.owner = bytes.owner;
+  o.ref = int(storages_table_.size() - 1);
   const int i = make(std::move(o));
   storage_by_key_.emplace(key_text, i);
   stack_.push_back(i);
@@ -842,6 +869,8 @@ Result<int> Unpickler::run() {
   while (!stop) {
     if (pos_ >= in_.size()) return data_loss("data.pkl ends without STOP: truncated?");
     op_pos_ = pos_;
+    if (objects_.size() >= kMaxObjects)
+      return resource_exhausted("data.pkl makes more than " + std::to_string(kMaxObjects) + " objects");
     PRISM_RETURN_IF_ERROR(step(in_[pos_++], stop));
   }
   return pop();
@@ -860,7 +889,7 @@ struct Flattener {
   Status walk(int i, const std::string& name, int depth) {
     const Object& o = u.at(i);
     if (o.kind == Kind::tensor) {
-      if (!tensors.emplace(name, o.tensor).second) return invalid_argument("the checkpoint names tensor " + in_quotes(name) + " twice");
+      if (!tensors.emplace(name, u.tensor(o)).second) return invalid_argument("the checkpoint names tensor " + in_quotes(name) + " twice");
       names.push_back(name);
       return Status();
     }
@@ -922,14 +951,15 @@ Result<std::unique_ptr<PytorchCheckpoint::Impl>> read_checkpoint(Bytes file, con
     return unimplemented("a legacy (PyTorch < 1.6) torch.save file: load it in PyTorch and save it again");
   PRISM_ASSIGN_OR_RETURN(auto entries, read_zip(file));
   PRISM_ASSIGN_OR_RETURN(std::string prefix, archive_prefix(entries));
+  Budget budget(file.size());
   if (auto it = entries.find(prefix + "byteorder"); it != entries.end()) {
-    PRISM_ASSIGN_OR_RETURN(EntryBytes order, read_entry(file, owner, it->first, it->second));
+    PRISM_ASSIGN_OR_RETURN(EntryBytes order, read_entry(file, owner, it->first, it->second, budget));
     const std::string value(reinterpret_cast<const char*>(order.bytes.data()), order.bytes.size());
     if (value != "little") return unimplemented("a checkpoint saved with byte order " + in_quotes(value) + " (only little)");
   }
   const std::string pkl = prefix + "data.pkl";
-  PRISM_ASSIGN_OR_RETURN(EntryBytes pickle, read_entry(file, owner, pkl, entries.at(pkl)));
-  StorageSource storages{file, owner, &entries, prefix};
+  PRISM_ASSIGN_OR_RETURN(EntryBytes pickle, read_entry(file, owner, pkl, entries.at(pkl), budget));
+  StorageSource storages{&budget, file, owner, &entries, prefix};
   Unpickler u(pickle.bytes, storages);
   PRISM_ASSIGN_OR_RETURN(int root, u.run());
   Flattener f{u, {}, {}, {}};

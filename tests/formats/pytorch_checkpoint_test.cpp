@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "base/file.h"
 #include "formats/safetensors.h"
@@ -138,20 +139,38 @@ TEST(PytorchCheckpoint, ReadsTheRealTaef2Weights) {
 
 // ---- hand-made archives ------------------------------------------------------------------
 
+// Raw deflate (no zlib header), as zip stores it.
+std::string deflate_raw(const std::string& data) {
+  z_stream z{};
+  PRISM_CHECK(deflateInit2(&z, 1, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&z, uLong(data.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = uInt(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = uInt(out.size());
+  PRISM_CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
 // A zip of stored entries, as torch.save writes them (no alignment padding: the reader must
-// not need it).
-std::string make_zip(const std::vector<std::pair<std::string, std::string>>& files) {
+// not need it), or deflated ones for the names in `deflated`.
+std::string make_zip(const std::vector<std::pair<std::string, std::string>>& files,
+                     const std::set<std::string>& deflated = {}) {
   auto u16 = [](std::string& s, uint32_t v) { s.push_back(char(v & 0xff)), s.push_back(char(v >> 8 & 0xff)); };
   auto u32 = [&](std::string& s, uint32_t v) { u16(s, v & 0xffff), u16(s, v >> 16); };
   std::string out, dir;
   for (const auto& [name, data] : files) {
     const uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(data.data()), uInt(data.size())));
     const uint32_t offset = uint32_t(out.size());
-    u32(out, 0x04034b50), u16(out, 20), u16(out, 0), u16(out, 0), u32(out, 0), u32(out, crc);
-    u32(out, uint32_t(data.size())), u32(out, uint32_t(data.size())), u16(out, uint32_t(name.size())), u16(out, 0);
-    out += name + data;
-    u32(dir, 0x02014b50), u16(dir, 20), u16(dir, 20), u16(dir, 0), u16(dir, 0), u32(dir, 0), u32(dir, crc);
-    u32(dir, uint32_t(data.size())), u32(dir, uint32_t(data.size())), u16(dir, uint32_t(name.size()));
+    const uint32_t method = deflated.count(name) ? 8 : 0;
+    const std::string stored = method ? deflate_raw(data) : data;
+    u32(out, 0x04034b50), u16(out, 20), u16(out, 0), u16(out, method), u32(out, 0), u32(out, crc);
+    u32(out, uint32_t(stored.size())), u32(out, uint32_t(data.size())), u16(out, uint32_t(name.size())), u16(out, 0);
+    out += name + stored;
+    u32(dir, 0x02014b50), u16(dir, 20), u16(dir, 20), u16(dir, 0), u16(dir, method), u32(dir, 0), u32(dir, crc);
+    u32(dir, uint32_t(stored.size())), u32(dir, uint32_t(data.size())), u16(dir, uint32_t(name.size()));
     u16(dir, 0), u16(dir, 0), u16(dir, 0), u16(dir, 0), u32(dir, 0), u32(dir, offset);
     dir += name;
   }
@@ -280,6 +299,34 @@ TEST(PytorchCheckpoint, RefusesBrokenTensorsAndArchives) {
                    "not a zip archive"});
   cases.push_back({PytorchCheckpoint::parse(std::make_shared<const std::string>(""), "hand-made"), "not a zip archive"});
   for (const Case& c : cases) EXPECT_THAT(error_of(c.r).message(), HasSubstr(c.error)) << c.r.status().to_string();
+}
+
+TEST(PytorchCheckpoint, BoundsWhatASmallFileMayAllocate) {
+  // 16 MiB of zeros deflate to ~16 KiB. Inflated once, fine; five transposed (copied) views of
+  // it pass the budget of 64x the file + 64 MiB on the fourth.
+  const std::string zeros(16 << 20, '\0');
+  std::string views = "\x80\x02}(";
+  for (int i = 0; i < 5; ++i)
+    views += str("t" + std::to_string(i)) + global("torch._utils", "_rebuild_tensor_v2") + "((" + str("storage") +
+             global("torch", "FloatStorage") + str("0") + str("cpu") + "J" + std::string("\0\0\x40\0", 4) + "tQ" +
+             int1(0) + "(M" + std::string("\0\x08", 2) + "M" + std::string("\0\x08", 2) + "t(" + int1(1) + "M" +
+             std::string("\0\x08", 2) + "t\x89}tR";
+  views += "u.";
+  Status s = error_of(PytorchCheckpoint::parse(
+      std::make_shared<const std::string>(make_zip({{"archive/data.pkl", views}, {"archive/data/0", zeros}}, {"archive/data/0"})),
+      "hand-made"));
+  EXPECT_EQ(s.code(), StatusCode::resource_exhausted) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("a copy of a strided tensor"));
+
+  // One entry claiming far more than its stream inflates to past the budget.
+  const std::string big(128 << 20, '\0');
+  s = error_of(PytorchCheckpoint::parse(
+      std::make_shared<const std::string>(make_zip({{"archive/data.pkl", state_dict(tensor("0", 4, 0, {4}, {1}))},
+                                                    {"archive/data/0", big}},
+                                                   {"archive/data/0"})),
+      "hand-made"));
+  EXPECT_EQ(s.code(), StatusCode::resource_exhausted) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("inflating it"));
 }
 
 TEST(PytorchCheckpoint, SharedStorageIsReadOnce) {
@@ -414,7 +461,9 @@ std::vector<Seed> fuzz_seeds() {
 
 TEST(PytorchCheckpointFuzz, MutatedArchivesLoadOrFailCleanly) {
   std::mt19937_64 rng(20261202);
-  for (const Seed& seed : fuzz_seeds()) {
+  std::vector<Seed> seeds = fuzz_seeds();
+  seeds.push_back({"deflated.pth", *read_file(generated_dir() + "/deflated.pth"), fuzz_iterations()});  // zlib's side
+  for (const Seed& seed : seeds) {
     ASSERT_TRUE(PytorchCheckpoint::parse(std::make_shared<const std::string>(seed.bytes), seed.name).has_value());
     // Hot: the pickle (first entry, at the front) and the directory (at the back).
     const size_t hot = std::min<size_t>(seed.bytes.size(), 12000);
