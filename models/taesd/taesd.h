@@ -70,6 +70,7 @@ class TaesdEncoder {
   const TaesdConfig& config() const { return config_; }
 
  private:
+  TaesdEncoder() = default;
   TaesdConfig config_;
   Tensor conv_in_weight_, conv_in_bias_;         // "0": [64, 3, 3, 3], [64]
   std::vector<Tensor> down_weight_;              // "2", "6", "10": [64, 64, 3, 3], stride 2, no bias
@@ -85,6 +86,7 @@ class TaesdDecoder {
   const TaesdConfig& config() const { return config_; }
 
  private:
+  TaesdDecoder() = default;
   TaesdConfig config_;
   Tensor conv_in_weight_, conv_in_bias_;    // "1": [64, C, 3, 3], [64]
   std::vector<Tensor> up_weight_;           // "7", "12", "17": [64, 64, 3, 3], after each 2x upsample, no bias
