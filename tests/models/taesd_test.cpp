@@ -17,6 +17,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -86,10 +90,10 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
 
 // Runs taesd.py on `inputs` ("image", optional "latent") and returns its output directory.
 // NOTE: the float64 reference of the 512x512 photo costs about a minute of CPU, and ctest runs
-// each test (and each forced ISA tier) as its own process; so the output is kept under the
-// build's test_tmp, named by a hash of the script, its arguments and the inputs, and made
-// visible by an atomic rename: every process after the first reads it, none sees it half
-// written, and any change to the script or inputs makes a new one.
+// each test (and each forced ISA tier) as its own process, several at once; so the output is
+// kept under the build's test_tmp, named by a hash of the script, its arguments and the
+// inputs, generated under an exclusive lock (one process runs Python, the others wait, then
+// read) and made visible by a rename; any change to the script or inputs makes a new one.
 std::string reference(const std::string& tag, const std::vector<std::pair<std::string, Tensor>>& inputs,
                       const std::string& args) {
   const std::string work = test::scratch_dir("taesd_" + tag);
@@ -102,13 +106,15 @@ std::string reference(const std::string& tag, const std::vector<std::pair<std::s
   std::snprintf(key, sizeof key, "%016llx",
                 static_cast<unsigned long long>(fnv1a(*input_bytes, fnv1a(args, fnv1a(*script)))));
   const fs::path done = fs::path(work).parent_path() / ("taesd_reference_" + tag + "_" + key);
+  const int lock = ::open((done.string() + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  PRISM_CHECK(lock >= 0 && ::flock(lock, LOCK_EX) == 0);
   if (!fs::exists(done / "reference.safetensors")) {
     const std::string out = work + "/out";
     const Status s = test::run_reference("taesd.py", "--out " + out + " --input " + input + " " + args);
     PRISM_CHECK_MSG(s.ok(), s.to_string().c_str());
-    std::error_code ec;
-    fs::rename(out, done, ec);  // fails only when another process got there first: its copy is the same
+    fs::rename(out, done);
   }
+  ::close(lock);  // releases the lock
   std::error_code ec;
   fs::remove_all(work, ec);
   return done.string();
