@@ -21,6 +21,7 @@
 #include "api/routes/completions.h"
 #include "api/routes/echo.h"
 #include "api/routes/embeddings.h"
+#include "api/routes/images.h"
 #include "api/routes/search.h"
 #include "api/routes/operational.h"
 #include "api/routes/realtime.h"
@@ -225,6 +226,7 @@ int run_serve(const ServeOptions& options) {
   api::add_embeddings_routes(router, deployments, *media_pool);
   api::add_chat_completions_routes(router, deployments, *media_pool);
   api::add_completions_routes(router, deployments);
+  api::add_images_routes(router, deployments);
   if (Status s = api::add_search_routes(router, deployments); !s.ok()) return fail(s.message());
   api::add_realtime_routes(router, asr);
   api::add_audio_routes(router, deployments, asr, *job_pool);

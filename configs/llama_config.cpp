@@ -1,5 +1,5 @@
-// configs/llama_config.cpp: LlamaConfig, config.json keys as transformers' LlamaConfig, MistralConfig and Qwen2Config
-// name them, with their defaults where transformers has one.
+// configs/llama_config.cpp: LlamaConfig, config.json keys as transformers' LlamaConfig, MistralConfig, Qwen2Config
+// and Qwen3Config name them, with their defaults where transformers has one.
 #include "configs/llama_config.h"
 
 #include <algorithm>
@@ -11,21 +11,29 @@ namespace {
 
 struct Family {
   const char* model_type;
-  const char* architecture;
+  const char* architecture;       // the causal LM
+  const char* base_architecture;  // the same stack without LM head (text encoders)
   int64_t default_max_position_embeddings;  // transformers' config default
 };
 constexpr Family kFamilies[] = {
-    {"llama", "LlamaForCausalLM", 2048},
-    {"mistral", "MistralForCausalLM", 4096 * 32},
-    {"qwen2", "Qwen2ForCausalLM", 32768},
+    {"llama", "LlamaForCausalLM", "LlamaModel", 2048},
+    {"mistral", "MistralForCausalLM", "MistralModel", 4096 * 32},
+    {"qwen2", "Qwen2ForCausalLM", "Qwen2Model", 32768},
+    {"qwen3", "Qwen3ForCausalLM", "Qwen3Model", 32768},
 };
 
 // rope_scaling: null, or {"rope_type" (or the older "type"): ...}. transformers' ROPE
 // validation requires the keys each type reads, so a missing one is an error here too.
+// NOTE: configs saved by transformers 5 put rope_theta and the scaling keys together in
+// "rope_parameters" ({"rope_theta": ..., "rope_type": "default"}); read there when present, so
+// such a config does not silently run with the default theta.
 Result<RopeScaling> parse_rope_scaling(const HfConfig& hf, const std::string& origin) {
   RopeScaling r;
-  if (!hf.has("rope_scaling")) return r;
-  PRISM_ASSIGN_OR_RETURN(const HfConfig s, hf.get_object("rope_scaling"));
+  const bool v5 = hf.has("rope_parameters");
+  const char* key = v5 ? "rope_parameters" : "rope_scaling";
+  if (!hf.has(key)) return r;
+  PRISM_ASSIGN_OR_RETURN(const HfConfig s, hf.get_object(key));
+  if (v5 && !s.has("rope_type")) return r;  // rope_theta alone
   std::string type;
   if (s.has("rope_type")) {
     PRISM_ASSIGN_OR_RETURN(type, s.get_string("rope_type"));
@@ -64,15 +72,16 @@ Result<LlamaConfig> LlamaConfig::from_hf(const HfConfig& hf, const std::string& 
     if (c.model_type == f.model_type) family = &f;
   if (!family)
     return unimplemented(origin + ": model_type '" + c.model_type +
-                         "' is not a Llama-family decoder Prism runs (llama, mistral, qwen2)");
+                         "' is not a Llama-family decoder Prism runs (llama, mistral, qwen2, qwen3)");
   if (hf.has("architectures")) {
     PRISM_ASSIGN_OR_RETURN(const std::vector<std::string> archs, hf.get_strings("architectures"));
     if (!archs.empty()) c.architecture = archs[0];
-    if (!c.architecture.empty() && c.architecture != family->architecture)
+    if (!c.architecture.empty() && c.architecture != family->architecture &&
+        c.architecture != family->base_architecture)
       return unimplemented(origin + ": architectures '" + c.architecture + "' is not supported for model_type '" +
-                           c.model_type + "' (" + family->architecture + ")");
+                           c.model_type + "' (" + family->architecture + ", " + family->base_architecture + ")");
   }
-  const bool qwen2 = c.model_type == "qwen2";
+  const bool qwen2 = c.model_type == "qwen2", qwen3 = c.model_type == "qwen3";
   PRISM_ASSIGN_OR_RETURN(c.vocab_size, hf.get_int("vocab_size"));
   PRISM_ASSIGN_OR_RETURN(c.hidden_size, hf.get_int("hidden_size"));
   PRISM_ASSIGN_OR_RETURN(c.intermediate_size, hf.get_int("intermediate_size"));
@@ -82,9 +91,15 @@ Result<LlamaConfig> LlamaConfig::from_hf(const HfConfig& hf, const std::string& 
   if (c.num_attention_heads <= 0)
     return invalid_argument(origin + ": num_attention_heads must be positive, got " +
                             std::to_string(c.num_attention_heads));
-  PRISM_ASSIGN_OR_RETURN(c.head_dim, hf.get_int("head_dim", c.hidden_size / c.num_attention_heads));
+  // NOTE: Qwen3Config's head_dim defaults to 128, not hidden_size / num_attention_heads.
+  PRISM_ASSIGN_OR_RETURN(c.head_dim, hf.get_int("head_dim", qwen3 ? 128 : c.hidden_size / c.num_attention_heads));
   PRISM_ASSIGN_OR_RETURN(c.rms_norm_eps, hf.get_float("rms_norm_eps", 1e-6));
-  PRISM_ASSIGN_OR_RETURN(c.rope_theta, hf.get_float("rope_theta", 10000.0));
+  if (hf.has("rope_parameters")) {
+    PRISM_ASSIGN_OR_RETURN(const HfConfig rope, hf.get_object("rope_parameters"));
+    PRISM_ASSIGN_OR_RETURN(c.rope_theta, rope.get_float("rope_theta", 10000.0));
+  } else {
+    PRISM_ASSIGN_OR_RETURN(c.rope_theta, hf.get_float("rope_theta", 10000.0));
+  }
   PRISM_ASSIGN_OR_RETURN(c.rope_scaling, parse_rope_scaling(hf, origin));
   PRISM_ASSIGN_OR_RETURN(c.tie_word_embeddings, hf.get_bool("tie_word_embeddings", false));
   PRISM_ASSIGN_OR_RETURN(c.max_position_embeddings,
@@ -92,13 +107,19 @@ Result<LlamaConfig> LlamaConfig::from_hf(const HfConfig& hf, const std::string& 
   PRISM_ASSIGN_OR_RETURN(const std::string hidden_act, hf.get_string("hidden_act", "silu"));
   if (hidden_act != "silu")
     return unimplemented(origin + ": hidden_act '" + hidden_act + "' is not supported (silu)");
-  if (qwen2) {
-    // NOTE: Qwen2Attention has q/k/v biases and no o_proj bias, whatever the config says.
-    c.q_k_v_bias = true;
+  if (qwen2 || qwen3) {
+    // NOTE: sliding_window applies only with use_sliding_window (then to the layers from
+    // max_window_layers on; capping the context at the window covers every layer either way).
     PRISM_ASSIGN_OR_RETURN(const bool use_sliding_window, hf.get_bool("use_sliding_window", false));
     if (use_sliding_window) {
       PRISM_ASSIGN_OR_RETURN(c.sliding_window, hf.get_int("sliding_window", 0));
     }
+  }
+  // Qwen3Attention always has q_norm / k_norm; its attention_bias covers q/k/v/o as Llama's.
+  c.qk_norm = qwen3;
+  if (qwen2) {
+    // NOTE: Qwen2Attention has q/k/v biases and no o_proj bias, whatever the config says.
+    c.q_k_v_bias = true;
   } else {
     PRISM_ASSIGN_OR_RETURN(const bool attention_bias, hf.get_bool("attention_bias", false));
     c.q_k_v_bias = c.o_bias = attention_bias;

@@ -1,5 +1,5 @@
 // configs/llama_config.h: the config.json of a Llama-family decoder (Llama 2 and 3,
-// Mistral, Qwen2/2.5, SmolLM2), typed and validated. Hyper-parameters only: no weights, no
+// Mistral, Qwen2/2.5, Qwen3, SmolLM2), typed and validated. Hyper-parameters only: no weights, no
 // generation settings (eos, chat template) and no serving knobs.
 #pragma once
 
@@ -27,24 +27,30 @@ struct RopeScaling {
 };
 
 struct LlamaConfig {
-  std::string model_type;    // "llama" | "mistral" | "qwen2"
-  std::string architecture;  // architectures[0] ("" when absent)
+  std::string model_type;    // "llama" | "mistral" | "qwen2" | "qwen3"
+  // architectures[0] ("" when absent): the family's *ForCausalLM, or its base model
+  // (LlamaModel, Qwen3Model, ...: a checkpoint without LM head, e.g. a diffusion pipeline's
+  // text_encoder/).
+  std::string architecture;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;  // default num_attention_heads
-  int64_t head_dim = 0;             // default hidden_size / num_attention_heads
+  int64_t head_dim = 0;             // default hidden_size / num_attention_heads (qwen3: 128)
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
-  bool q_k_v_bias = false;  // llama: attention_bias; qwen2: always
-  bool o_bias = false;      // llama: attention_bias; qwen2: never
+  bool q_k_v_bias = false;  // llama, qwen3: attention_bias; qwen2: always
+  bool o_bias = false;      // llama, qwen3: attention_bias; qwen2: never
   bool mlp_bias = false;    // llama: mlp_bias
+  // qwen3: RMSNorm over head_dim of every query and key head (self_attn.q_norm / k_norm,
+  // [head_dim] each), after the projection and before RoPE.
+  bool qk_norm = false;
   int64_t max_position_embeddings = 0;
-  int64_t sliding_window = 0;  // 0: none (mistral's, or qwen2's when use_sliding_window)
+  int64_t sliding_window = 0;  // 0: none (mistral's, or qwen2's / qwen3's when use_sliding_window)
 
   // invalid_argument / not_found naming the key for a bad or missing value; unimplemented
   // for a model_type, architecture, hidden_act or rope_scaling type Prism does not run.

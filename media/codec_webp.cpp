@@ -1,15 +1,19 @@
 // WebP through libwebp: lossy, lossless and alpha stills decode straight to RGB (alpha
 // dropped, colour kept); an animation decodes its first frame composited on the canvas
 // (libwebpdemux's WebPAnimDecoder), as PIL's first frame. The canvas size from the header is
-// checked before anything is allocated.
+// checked before anything is allocated. Encoding (generated images) is lossy at a quality, or
+// lossless.
 #include <webp/decode.h>
+#include <webp/encode.h>
 #include <webp/demux.h>
 
 #include <string>
 
+#include "base/check.h"
 #include "media/image_codecs.h"
 
-namespace prism::media::codecs {
+namespace prism::media {
+namespace codecs {
 
 namespace {
 
@@ -74,4 +78,21 @@ Result<Image> decode_webp(std::span<const uint8_t> bytes, const ImageLimits& lim
   return image;
 }
 
-}  // namespace prism::media::codecs
+}  // namespace codecs
+
+std::vector<uint8_t> encode_webp(const Image& image, int quality) {
+  PRISM_CHECK(image.width > 0 && image.height > 0 && image.pixels.size() == size_t(image.num_pixels()) * 3);
+  PRISM_CHECK(quality >= 0 && quality <= 100);
+  uint8_t* buffer = nullptr;
+  // 100 is lossless, as OpenAI's output_compression 100 means no loss.
+  const size_t size = quality == 100
+                          ? WebPEncodeLosslessRGB(image.pixels.data(), image.width, image.height, image.width * 3, &buffer)
+                          : WebPEncodeRGB(image.pixels.data(), image.width, image.height, image.width * 3,
+                                          float(quality), &buffer);
+  PRISM_CHECK_MSG(size > 0, "libwebp failed to encode an image");
+  std::vector<uint8_t> out(buffer, buffer + size);
+  WebPFree(buffer);
+  return out;
+}
+
+}  // namespace prism::media

@@ -46,8 +46,10 @@ Result<ImageFormat> sniff_image_format(std::span<const uint8_t> bytes);
 // caller prefixes the part's name ("messages[0].content[1] " + message).
 Result<Image> decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits = {});
 
-// Encoders for tests and demos (PNG via libpng, JPEG via libjpeg at `quality`).
+// Encoders (PNG via libpng; JPEG via libjpeg and WebP via libwebp at `quality` 0-100, WebP's
+// 100 lossless): generated images, tests and demos.
 std::vector<uint8_t> encode_png(const Image& image);
 std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 95);
+std::vector<uint8_t> encode_webp(const Image& image, int quality = 100);
 
 }  // namespace prism::media

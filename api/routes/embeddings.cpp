@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "api/base64.h"
 #include "api/errors.h"
 #include "api/json_fields.h"
 #include "api/routes/deployment_call.h"
@@ -191,29 +192,12 @@ void append_json_float(std::string& out, float value) {
 }
 
 std::string base64_float32(std::span<const float> values) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string bytes(values.size() * 4, '\0');
+  std::vector<uint8_t> bytes(values.size() * 4);
   for (std::size_t i = 0; i < values.size(); ++i) {
-    uint32_t bits = std::bit_cast<uint32_t>(values[i]);
-    for (int b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);  // little-endian
+    const uint32_t bits = std::bit_cast<uint32_t>(values[i]);
+    for (int b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<uint8_t>((bits >> (8 * b)) & 0xff);  // little-endian
   }
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const uint32_t n = static_cast<uint8_t>(bytes[i]) << 16 | static_cast<uint8_t>(bytes[i + 1]) << 8 |
-                       static_cast<uint8_t>(bytes[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(n >> s) & 63];
-  }
-  if (const std::size_t rest = bytes.size() - i; rest > 0) {
-    uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
-    if (rest == 2) n |= static_cast<uint8_t>(bytes[i + 1]) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
+  return base64_encode(bytes);
 }
 
 std::string embeddings_json(const EmbeddingsReply& reply) {

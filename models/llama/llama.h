@@ -1,8 +1,10 @@
-// models/llama/llama.h: the Llama-family decoders (Llama 2 and 3, Mistral, Qwen2/2.5,
+// models/llama/llama.h: the Llama-family decoders (Llama 2 and 3, Mistral, Qwen2/2.5, Qwen3,
 // SmolLM2) behind the Decoder interface. Loads a Hugging Face directory by its real
 // parameter names ("model.embed_tokens.weight", "model.layers.{i}.self_attn.q_proj.weight",
-// ..., "lm_head.weight" unless tied) and computes logits with runtime ops against the
-// engine's paged KV cache. Scheduling, sampling and the cache layout are not the model's.
+// ..., Qwen3's "...self_attn.q_norm.weight" / "k_norm", "lm_head.weight" unless tied) and
+// computes logits with runtime ops against the engine's paged KV cache. Scheduling, sampling
+// and the cache layout are not the model's. The same layers without cache or LM head, as a
+// text encoder: llama_text_encoder.h.
 #pragma once
 
 #include <memory>
@@ -16,7 +18,8 @@
 
 namespace prism::models {
 
-// dir: a model directory (config.json + model.safetensors or a sharded index). precision
+// dir: a model directory (config.json + model.safetensors or a sharded index), its stack under
+// "model." (*ForCausalLM) or unprefixed (a tied base-model checkpoint: Qwen3Model). precision
 // applies to the linear layers (q/k/v, o, gate/up, down, LM head); the embedding table keeps
 // the checkpoint's dtype and the RMSNorm weights are f32. Errors: the config's
 // (configs::LlamaConfig::from_hf), a missing tensor (not_found naming it) or a misshapen one

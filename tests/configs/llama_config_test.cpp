@@ -1,4 +1,4 @@
-// configs/llama_config: config.json keys of Llama 2/3, Mistral, Qwen2 and SmolLM2 read
+// configs/llama_config: config.json keys of Llama 2/3, Mistral, Qwen2, Qwen3 and SmolLM2 read
 // with transformers' defaults, the family rules (Qwen2's fixed biases, sliding windows), RoPE
 // scaling types, and clear errors for what Prism cannot run.
 #include "configs/llama_config.h"
@@ -57,6 +57,16 @@ constexpr char kSmolLm2[] = R"({
   "rope_scaling": null, "rope_theta": 100000, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
   "transformers_version": "4.42.3", "transformers.js_config": {"kv_cache_dtype": {"q4f16": "float16",
   "fp16": "float16"}}, "use_cache": true, "vocab_size": 49152})";
+
+// Qwen/Qwen3-4B's (Tongyi-MAI/Z-Image-Turbo's text_encoder/config.json is the same).
+constexpr char kQwen3[] = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 2560,
+  "initializer_range": 0.02, "intermediate_size": 9728, "max_position_embeddings": 40960, "max_window_layers": 36,
+  "model_type": "qwen3", "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 151936})";
 
 Result<LlamaConfig> parse(const std::string& json) {
   auto hf = configs::HfConfig::parse(json);
@@ -130,6 +140,66 @@ TEST(LlamaConfig, Qwen2HasQkvBiasesAndIgnoresAnUnusedSlidingWindow) {
                         "\"sliding_window\": 32768", "\"sliding_window\": 4096"));
   ASSERT_TRUE(w.has_value()) << w.status().to_string();
   EXPECT_EQ(w->max_context(), 4096);
+}
+
+TEST(LlamaConfig, ReadsQwen3WithQkNorm) {
+  auto c = parse(kQwen3);
+  ASSERT_TRUE(c.has_value()) << c.status().to_string();
+  EXPECT_EQ(c->model_type, "qwen3");
+  EXPECT_EQ(c->architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(c->hidden_size, 2560);
+  EXPECT_EQ(c->num_hidden_layers, 36);
+  EXPECT_EQ(c->num_attention_heads, 32);
+  EXPECT_EQ(c->num_key_value_heads, 8);
+  EXPECT_EQ(c->head_dim, 128);  // not 2560 / 32 = 80
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->q_k_v_bias);
+  EXPECT_FALSE(c->o_bias);
+  EXPECT_FALSE(c->mlp_bias);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->max_context(), 40960);  // sliding_window null and unused
+  // attention_bias covers q/k/v and o, as Llama's.
+  auto b = parse(edited(kQwen3, "\"attention_bias\": false", "\"attention_bias\": true"));
+  ASSERT_TRUE(b.has_value()) << b.status().to_string();
+  EXPECT_TRUE(b->q_k_v_bias);
+  EXPECT_TRUE(b->o_bias);
+  // No head_dim: Qwen3Config's default, 128.
+  auto d = parse(edited(kQwen3, "\"head_dim\": 128,", ""));
+  ASSERT_TRUE(d.has_value()) << d.status().to_string();
+  EXPECT_EQ(d->head_dim, 128);
+  // The base model (a diffusion pipeline's text_encoder/ may declare Qwen3Model).
+  auto base = parse(edited(kQwen3, "\"Qwen3ForCausalLM\"", "\"Qwen3Model\""));
+  ASSERT_TRUE(base.has_value()) << base.status().to_string();
+  EXPECT_EQ(base->architecture, "Qwen3Model");
+  // With use_sliding_window the window caps the context.
+  auto w = parse(edited(edited(kQwen3, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
+                        "\"sliding_window\": null", "\"sliding_window\": 4096"));
+  ASSERT_TRUE(w.has_value()) << w.status().to_string();
+  EXPECT_EQ(w->max_context(), 4096);
+  // Other families never take q/k norms.
+  auto l = parse(kLlama32);
+  ASSERT_TRUE(l.has_value()) << l.status().to_string();
+  EXPECT_FALSE(l->qk_norm);
+}
+
+// transformers 5 writes rope_theta and the scaling keys together in "rope_parameters".
+TEST(LlamaConfig, ReadsRopeParameters) {
+  auto plain = parse(edited(kQwen3, "\"rope_scaling\": null, \"rope_theta\": 1000000",
+                            R"("rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"})"));
+  ASSERT_TRUE(plain.has_value()) << plain.status().to_string();
+  EXPECT_DOUBLE_EQ(plain->rope_theta, 1e6);
+  EXPECT_EQ(plain->rope_scaling.type, RopeScalingType::none);
+  const std::string llama3 = R"("rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0,)";
+  auto scaled = parse(edited(kLlama32, llama3,
+                             R"("rope_parameters": {"rope_theta": 500000.0, "factor": 32.0, "high_freq_factor": 4.0,
+                   "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},)"));
+  ASSERT_TRUE(scaled.has_value()) << scaled.status().to_string();
+  EXPECT_DOUBLE_EQ(scaled->rope_theta, 500000.0);
+  EXPECT_EQ(scaled->rope_scaling.type, RopeScalingType::llama3);
+  EXPECT_DOUBLE_EQ(scaled->rope_scaling.factor, 32.0);
 }
 
 TEST(LlamaConfig, MistralSlidingWindowCapsTheContext) {

@@ -1,7 +1,7 @@
 // Parity of the Llama-family decoders (models/llama) with tests/reference/llama_family.py.
 // For every real layout (Llama 2, also with its optional biases and linear RoPE scaling;
-// Llama 3 with llama3 RoPE scaling; Qwen2 with q/k/v biases; Mistral; SmolLM2; tied and
-// untied heads; bf16 storage and sharded weights) the generator writes a tiny random Hugging
+// Llama 3 with llama3 RoPE scaling; Qwen2 with q/k/v biases; Mistral; SmolLM2; Qwen3 with
+// per-head q/k RMSNorms; tied and untied heads; bf16 storage and sharded weights) the generator writes a tiny random Hugging
 // Face directory and reference.safetensors: three prompts (5, 18 and 37 tokens) with float64
 // logits at every position and a 32-token greedy continuation. This test loads the directory
 // as a deployment would and runs it against a paged KV cache it allocates itself, as the
@@ -51,6 +51,7 @@ const Layout kLayouts[] = {
     {"mistral", "--layout mistral", 4096},  // max_position_embeddings 32768, sliding_window 4096
     {"smollm2", "--layout smollm2", 8192},
     {"smollm2_bf16_sharded", "--layout smollm2 --weight-dtype bf16 --max-shard-bytes 400000", 8192},
+    {"qwen3", "--layout qwen3", 40960},  // q_norm / k_norm, head_dim 64 != 128 / 4, three layers
 };
 
 void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }

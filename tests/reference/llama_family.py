@@ -13,15 +13,24 @@ Layouts (tiny by default, every one with grouped-query heads):
              sliding_window present but use_sliding_window false
     mistral  Mistral-7B-v0.1: MistralForCausalLM, sliding_window 4096, untied
     smollm2  SmolLM2: llama with tied embeddings, theta 100000, an odd head count
---attention-bias / --mlp-bias turn on Llama's optional biases (q/k/v/o and gate/up/down);
---linear-rope F sets rope_scaling {"type": "linear", "factor": F} (long-context Llama 2 tunes).
+    qwen3    Qwen3 (Qwen3-4B, Z-Image's text encoder): Qwen3ForCausalLM, q_norm / k_norm,
+             tied, theta 1e6, an explicit head_dim (64) that is not hidden_size /
+             num_attention_heads, three layers (so hidden_states[-2] is a middle layer's)
+--attention-bias / --mlp-bias turn on Llama's optional biases (q/k/v/o and gate/up/down;
+Qwen3 has attention_bias only); --linear-rope F sets rope_scaling {"type": "linear",
+"factor": F} (long-context Llama 2 tunes); --base-model writes the base model's checkpoint
+(Qwen3Model, LlamaModel, ...: architectures the base class, tensors without the "model."
+prefix, no lm_head; a tied layout only), as a diffusion pipeline's text_encoder/ may hold it.
 
 The forward pass, transformers' LlamaForCausalLM semantics (Mistral and Qwen2 are the same
-graph with their own biases):
+graph with their own biases; Qwen3 adds q_norm / k_norm):
     x = embed_tokens[ids]
     per layer: x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))  n = RMSNorm(x)
                x += down_proj(silu(gate_proj(n)) * up_proj(n))                       n = RMSNorm(x)
     logits = lm_head(RMSNorm(x))   (lm_head = embed_tokens when tied)
+Qwen3 (Qwen3Attention): after the projections, each query and key head's head_dim values
+get an RMSNorm of their own (q_norm, k_norm: one [head_dim] weight each, shared by the heads,
+eps rms_norm_eps), before RoPE; values are not normalised.
 Causal attention over the sequence's own tokens with num_key_value_heads shared by groups of
 query heads; RoPE rotates halves ("rotate_half") with inv_freq built and scaled as
 transformers' ROPE_INIT_FUNCTIONS do in float32, angles float32(pos * inv_freq) as its float32
@@ -32,7 +41,13 @@ Outputs (reference.safetensors): token_ids [T] i32 (the prompts back to back), c
 [S + 1] i32, logits [T, vocab] f32 at every prompt position, generated [S, 32] i32 (greedy
 continuation), continuation_logits [S, 32, vocab] f32 (the logits after feeding generated[j],
 at position len + j), min_margin (the smallest top-1 minus top-2 logit along the greedy path,
-asserted above MIN_MARGIN so float32 rounding cannot flip a choice).
+asserted above MIN_MARGIN so float32 rounding cannot flip a choice), hidden_states
+[L + 1, T, hidden] f32 (transformers' output_hidden_states tuple for each prompt alone, back
+to back: [0] the embeddings, [i] the output of layer i - 1 before any norm, [L] the final
+norm's output; a text encoder's reference), and padded_hidden_states (the same tuple of the
+prompts as one right-padded batch [L + 1, S, max_len, hidden] under transformers' masks:
+causal and padding, position_ids 0.. on every row; the generator asserts that its real
+tokens' rows equal hidden_states', the semantics a padded text-encoder batch must keep).
 
 Usage: llama_family.py --layout LAYOUT --out DIR [--seed N] [--weight-dtype f32|bf16]
     [--max-shard-bytes N] [--attention-bias] [--mlp-bias] [--linear-rope F] [--no-reference]
@@ -76,6 +91,7 @@ class Layout:
     layers: int = 2
     tied: bool = False
     explicit_head_dim: bool = False  # config.json carries "head_dim"
+    base_architecture: str = ""      # the family's model without LM head (--base-model)
     extra: dict = dataclasses.field(default_factory=dict)  # family-specific keys and values
 
 
@@ -102,6 +118,12 @@ LAYOUTS = {
         "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "rope_scaling": None, "max_position_embeddings": 8192,
         "attention_bias": False, "mlp_bias": False, "bos_token_id": 1, "eos_token_id": 2,
         "pretraining_tp": 1}),
+    # Qwen3-4B's keys and values (Z-Image's text_encoder/config.json is the same file).
+    "qwen3": Layout("qwen3", "Qwen3ForCausalLM", 128, 4, 2, 256, 64, layers=3, tied=True, explicit_head_dim=True,
+                    base_architecture="Qwen3Model", extra={
+        "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None, "max_position_embeddings": 40960,
+        "attention_bias": False, "attention_dropout": 0.0, "sliding_window": None, "use_sliding_window": False,
+        "max_window_layers": 36, "bos_token_id": 151643, "eos_token_id": 151645}),
 }
 # SmolLM2 is a Llama checkpoint: model_type "llama" in its config.json.
 CONFIG_MODEL_TYPE = {"smollm2": "llama"}
@@ -136,10 +158,14 @@ def make_config(layout_name, layout, sizes, weight_dtype, attention_bias, mlp_bi
     c.update(layout.extra)
     if layout.explicit_head_dim or sizes["head_dim"] != sizes["hidden"] // sizes["heads"]:
         c["head_dim"] = sizes["head_dim"]
+    if mlp_bias and c["model_type"] != "llama":
+        raise SystemExit("--mlp-bias is a Llama config key")
+    if attention_bias and c["model_type"] not in ("llama", "qwen3"):
+        raise SystemExit("--attention-bias is a Llama / Qwen3 config key")
     if attention_bias or mlp_bias:
-        if c["model_type"] != "llama":
-            raise SystemExit("--attention-bias / --mlp-bias are Llama config keys")
-        c.update(attention_bias=attention_bias, mlp_bias=mlp_bias)
+        c["attention_bias"] = attention_bias
+    if mlp_bias:
+        c["mlp_bias"] = mlp_bias
     if linear_rope:
         c["rope_scaling"] = {"type": "linear", "factor": linear_rope}  # the older key, as those configs have
     return dict(sorted(c.items()))
@@ -155,6 +181,11 @@ def biases(c):
         return True, False, False
     attn = bool(c.get("attention_bias", False))
     return attn, attn, bool(c.get("mlp_bias", False))
+
+
+def qk_norm(c):
+    """Whether attention normalises each query / key head (Qwen3Attention's q_norm, k_norm)."""
+    return c["model_type"] == "qwen3"
 
 
 # ---- RoPE (transformers' modeling_rope_utils, float32) ----------------------------------------------
@@ -217,20 +248,31 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=qkv_bias)
         self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=o_bias)
+        if qk_norm(c):  # Qwen3: over head_dim, one weight for every head
+            self.q_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
+            self.k_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
 
-    def forward(self, h, cos, sin):  # h: [L, hidden], one sequence
-        n = h.shape[0]
-        q = self.q_proj(h).view(n, self.num_heads, self.head_dim).transpose(0, 1)     # [Hq, L, D]
-        k = self.k_proj(h).view(n, self.num_kv_heads, self.head_dim).transpose(0, 1)  # [Hkv, L, D]
-        v = self.v_proj(h).view(n, self.num_kv_heads, self.head_dim).transpose(0, 1)
+    def forward(self, h, cos, sin, allowed=None):
+        """h: [B, L, hidden] (or [L, hidden]: one sequence); cos, sin: [L, D]; allowed:
+        [B, L, L] bool, the keys each query attends (default: causal)."""
+        if h.dim() == 2:
+            return self.forward(h[None], cos, sin, allowed)[0]
+        b, n = h.shape[:2]
+        q = self.q_proj(h).view(b, n, self.num_heads, self.head_dim)
+        k = self.k_proj(h).view(b, n, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(h).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        if hasattr(self, "q_norm"):  # each head's D values, before RoPE
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)                                 # [B, H, L, D]
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         group = self.num_heads // self.num_kv_heads
-        k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)  # repeat_kv
-        scores = q @ k.transpose(1, 2) / math.sqrt(self.head_dim)                   # [Hq, L, L]
-        causal = torch.ones(n, n, dtype=torch.bool).tril()
-        p = scores.masked_fill(~causal, float("-inf")).softmax(-1)
-        return self.o_proj((p @ v).transpose(0, 1).reshape(n, -1))
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # repeat_kv
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)                 # [B, Hq, L, L]
+        if allowed is None:
+            allowed = torch.ones(n, n, dtype=torch.bool).tril()[None]
+        p = scores.masked_fill(~allowed[:, None], float("-inf")).softmax(-1)
+        return self.o_proj((p @ v).transpose(1, 2).reshape(b, n, -1))
 
 
 class Mlp(nn.Module):
@@ -254,8 +296,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
 
-    def forward(self, x, cos, sin):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(self, x, cos, sin, allowed=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, allowed)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -276,13 +318,37 @@ class CausalLM(nn.Module):
             self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
         self.inv_freq = rope_inv_freq(c)
 
+    def hidden_states(self, ids, allowed=None):
+        """transformers' output_hidden_states tuple at positions 0..L-1 of ids [L] (or a batch
+        [B, L]), stacked: [num_layers + 1, (B,) L, hidden]: the embeddings, each layer's raw
+        output but the last's, and the last one's after the final norm."""
+        cos, sin = rope_cos_sin(torch.arange(ids.shape[-1]), self.inv_freq)
+        x = self.model.embed_tokens(ids.long())
+        states = [x]
+        for layer in self.model.layers:
+            x = layer(x, cos, sin, allowed)
+            states.append(x)
+        states[-1] = self.model.norm(x)
+        return torch.stack(states)
+
+    def padded_hidden_states(self, prompts, pad_id):
+        """The tuple of the prompts as one right-padded batch, [num_layers + 1, B, max_len,
+        hidden], as transformers runs a tokenizer's padded output: attention_mask 1 on the real
+        tokens, each query attending the real keys at or before it (causal and padding masks
+        combined; a padding query still sees its prompt's keys), position_ids 0..max_len-1 on
+        every row."""
+        n = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), n), pad_id, dtype=torch.long)
+        real = torch.zeros(len(prompts), n, dtype=torch.bool)
+        for i, p in enumerate(prompts):
+            ids[i, :len(p)] = p.long()
+            real[i, :len(p)] = True
+        allowed = torch.ones(n, n, dtype=torch.bool).tril()[None] & real[:, None, :]  # [B, L, L]
+        return self.hidden_states(ids, allowed)
+
     def forward(self, ids):
         """Logits [L, vocab] of one sequence at positions 0..L-1."""
-        cos, sin = rope_cos_sin(torch.arange(len(ids)), self.inv_freq)
-        x = self.model.embed_tokens(ids.long())
-        for layer in self.model.layers:
-            x = layer(x, cos, sin)
-        x = self.model.norm(x)
+        x = self.hidden_states(ids)[-1]
         head = self.model.embed_tokens.weight if self.tied else self.lm_head.weight
         return x @ head.t()
 
@@ -314,6 +380,12 @@ def init_weights(model, c):
                 m.weight.copy_(1.0 + 0.1 * torch.randn(m.weight.shape))
         if tied:
             model.model.norm.weight.mul_(4.5 / (0.02 * math.sqrt(hidden)))
+        # q_norm / k_norm fix each head's RMS at their weight, so the projections' scale above
+        # no longer sets the attention logits: weights around 1.4 give them std ~2 again.
+        for layer in model.model.layers:
+            if hasattr(layer.self_attn, "q_norm"):
+                layer.self_attn.q_norm.weight.mul_(1.4)
+                layer.self_attn.k_norm.weight.mul_(1.4)
         for m in model.modules():
             if isinstance(m, nn.Linear) and m.bias is not None:
                 m.bias.copy_(0.1 * torch.randn(m.bias.shape))
@@ -341,6 +413,9 @@ def random_state(c, store_dtype):
             with_bias = {"self_attn.o_proj": o_bias}.get(name, mlp_bias if name.startswith("mlp") else qkv_bias)
             if with_bias:
                 state[p + name + ".bias"] = (0.1 * torch.randn(shape[0])).to(store_dtype)
+        if qk_norm(c):
+            for name in ("self_attn.q_norm.weight", "self_attn.k_norm.weight"):
+                state[p + name] = (1.0 + 0.1 * torch.randn(head_dim(c))).to(store_dtype)
         state[p + "input_layernorm.weight"] = (1.0 + 0.1 * torch.randn(h)).to(store_dtype)
         state[p + "post_attention_layernorm.weight"] = (1.0 + 0.1 * torch.randn(h)).to(store_dtype)
     state["model.norm.weight"] = (1.0 + 0.1 * torch.randn(h)).to(store_dtype)
@@ -370,7 +445,7 @@ def greedy(model, prompt):
 def make_reference(model, c, generator):
     """Prompts of PROMPT_LENS random ids, each redrawn until its greedy path's margins all
     exceed MIN_MARGIN; their logits and continuations."""
-    prompts, logits, generated, continuation, margins = [], [], [], [], []
+    prompts, logits, generated, continuation, margins, states = [], [], [], [], [], []
     for n in PROMPT_LENS:
         for _ in range(MAX_PROMPT_TRIES):
             prompt = torch.randint(0, c["vocab_size"], (n,), dtype=torch.int32, generator=generator)
@@ -382,22 +457,39 @@ def make_reference(model, c, generator):
                              f"{MAX_PROMPT_TRIES} tries")
         prompts.append(prompt)
         logits.append(model(prompt))
+        states.append(model.hidden_states(prompt))
         generated.append(gen)
         continuation.append(cont)
         margins.append(margin)
     cu = torch.tensor([0] + [len(p) for p in prompts], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    hidden = torch.cat(states, dim=1)  # [L + 1, T, hidden]
+    padded = model.padded_hidden_states(prompts, pad_id=c["eos_token_id"] % c["vocab_size"])
+    for i, p in enumerate(prompts):  # right padding leaves the real tokens' rows as they were
+        err = float((padded[:, i, :len(p)] - hidden[:, cu[i]:cu[i + 1]]).abs().max())
+        if err > 1e-12:
+            raise SystemExit(f"the padded batch's prompt {i} differs from the prompt alone by {err}")
     return {"token_ids": torch.cat(prompts), "cu_seqlens": cu, "logits": torch.cat(logits).float(),
             "generated": torch.stack(generated).to(torch.int32),
             "continuation_logits": torch.stack(continuation).float(),
-            "min_margin": torch.tensor([min(margins)], dtype=torch.float32)}
+            "min_margin": torch.tensor([min(margins)], dtype=torch.float32),
+            "hidden_states": hidden.float(), "padded_hidden_states": padded.float()}
+
+
+def strip_to_base_model(layout_name, c, state):
+    layout = LAYOUTS[layout_name]
+    if not layout.base_architecture or not c["tie_word_embeddings"]:
+        raise SystemExit(f"--base-model needs a tied layout with a base model (qwen3), not {layout_name}")
+    base = dict(c, architectures=[layout.base_architecture])
+    return base, {k.removeprefix("model."): v for k, v in state.items() if k != "lm_head.weight"}
 
 
 def generate(out_dir, layout_name, seed=prism_ref.seeding.DEFAULT_SEED, weight_dtype="f32",
              max_shard_bytes=None, attention_bias=False, mlp_bias=False, linear_rope=None, reference=True,
-             **sizes):
+             base_model=False, **sizes):
     """Writes the model directory (and reference.safetensors unless not reference) into
     out_dir. sizes: hidden, layers, heads, kv_heads, head_dim, intermediate, vocab (None or
-    absent: the layout's tiny default). Returns the config dict."""
+    absent: the layout's tiny default). base_model: write the base model's checkpoint
+    (strip_to_base_model). Returns the config dict as written."""
     layout = LAYOUTS[layout_name]
     given = {k: v for k, v in sizes.items() if v is not None}
     s = dict(hidden=layout.hidden, layers=layout.layers, heads=layout.heads, kv_heads=layout.kv_heads,
@@ -411,14 +503,18 @@ def generate(out_dir, layout_name, seed=prism_ref.seeding.DEFAULT_SEED, weight_d
     store_dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[weight_dtype]
     generator = prism_ref.seed_everything(seed)
 
+    def write(state):
+        written_c, written = strip_to_base_model(layout_name, c, state) if base_model else (c, state)
+        prism_ref.write_model_dir(out_dir, written_c, written, max_shard_bytes)
+        return written_c
+
     if not reference:
-        prism_ref.write_model_dir(out_dir, c, random_state(c, store_dtype), max_shard_bytes)
-        return c
+        return write(random_state(c, store_dtype))
 
     model = CausalLM(c)
     init_weights(model, c)
     state = {k: v.detach().to(store_dtype).contiguous() for k, v in model.state_dict().items()}
-    prism_ref.write_model_dir(out_dir, c, state, max_shard_bytes)
+    written_c = write(state)
     # The reference runs in float64 on exactly the stored weights.
     model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
     model.double()
@@ -427,7 +523,7 @@ def generate(out_dir, layout_name, seed=prism_ref.seeding.DEFAULT_SEED, weight_d
     metadata = {"generator": "llama_family.py", "layout": layout_name, "seed": str(seed),
                 "weight_dtype": weight_dtype, "torch": torch.__version__}
     prism_ref.save_reference(out_dir, tensors, metadata)
-    return c
+    return written_c
 
 
 def main():
@@ -444,6 +540,8 @@ def main():
     parser.add_argument("--linear-rope", type=float, default=None, metavar="FACTOR",
                         help="rope_scaling {type: linear, factor: FACTOR}")
     parser.add_argument("--no-reference", action="store_true", help="write the model only")
+    parser.add_argument("--base-model", action="store_true",
+                        help="the base model's checkpoint (Qwen3Model: no model. prefix, no lm_head)")
     for flag, what in (("hidden", "hidden_size"), ("layers", "num_hidden_layers"),
                        ("heads", "num_attention_heads"), ("kv-heads", "num_key_value_heads"),
                        ("head-dim", "head_dim"), ("intermediate", "intermediate_size"), ("vocab", "vocab_size")):
@@ -465,7 +563,7 @@ def main():
         parser.error("--layout or --real-size is required")
     generate(a.out, layout, seed=a.seed, weight_dtype=weight_dtype, max_shard_bytes=a.max_shard_bytes,
              attention_bias=a.attention_bias, mlp_bias=a.mlp_bias, linear_rope=a.linear_rope, reference=reference,
-             **sizes)
+             base_model=a.base_model, **sizes)
 
 
 if __name__ == "__main__":

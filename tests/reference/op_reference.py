@@ -1,4 +1,4 @@
-"""PyTorch reference numbers for single ops (rope, conv, patchify), for the C++ op tests.
+"""PyTorch reference numbers for single ops (rope, conv, patchify, group norm, upsampling), for the C++ op tests.
 
 Usage: op_reference.py <case> <out_dir>
 
@@ -94,7 +94,25 @@ def patchify(out_dir):
         save(out_dir, name, t)
 
 
-CASES = {f.__name__: f for f in (rope_half, rope_interleaved, conv1d, conv2d, conv2d_patch, patchify)}
+def group_norm(out_dir):
+    # A VAE block's norm: [2, 12, 5, 7], 4 groups, affine, eps 1e-6, inputs off-centre; then SiLU.
+    x = torch.randn(2, 12, 5, 7) * 3 + 10
+    w, b = torch.randn(12), torch.randn(12)
+    out = F.group_norm(x, 4, w, b, eps=1e-6)
+    for name, t in (("x", x), ("w", w), ("b", b), ("out", out), ("out_silu", F.silu(out))):
+        save(out_dir, name, t)
+
+
+def upsample_nearest(out_dir):
+    # nn.Upsample(scale_factor=2, mode="nearest") on [2, 3, 5, 4], and factor 3.
+    x = torch.randn(2, 3, 5, 4)
+    save(out_dir, "x", x)
+    save(out_dir, "out2", F.interpolate(x, scale_factor=2.0, mode="nearest"))
+    save(out_dir, "out3", F.interpolate(x, scale_factor=3.0, mode="nearest"))
+
+
+CASES = {f.__name__: f for f in (rope_half, rope_interleaved, conv1d, conv2d, conv2d_patch, patchify, group_norm,
+                                  upsample_nearest)}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in CASES:

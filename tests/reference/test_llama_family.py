@@ -2,8 +2,10 @@
 files carry the family's real parameter names and config keys; the logits agree with a second,
 independent formulation in numpy float64 (RoPE as complex rotation of (x[i], x[i + D/2])
 pairs, Llama 3 scaling from its published formula in float64, GQA by head index arithmetic,
-the whole prompt at once) read back through our safetensors reader; the stored greedy
-continuation is the argmax chain of those logits; --no-reference writes benchmark models.
+Qwen3's q/k norms per head, the whole prompt at once) read back through our safetensors
+reader; the stored greedy continuation is the argmax chain of those logits; the stored hidden
+states are that formulation's layer outputs; --base-model writes Qwen3Model's names;
+--no-reference writes benchmark models.
 """
 
 import json
@@ -39,8 +41,9 @@ def independent_inv_freq(c):
     return inv
 
 
-def independent_logits(w, c, ids):
-    """[L, vocab] float64 numpy logits of one sequence from {name: array}."""
+def independent_logits(w, c, ids, states=None):
+    """[L, vocab] float64 numpy logits of one sequence from {name: array}; states, a list, gets
+    the hidden_states tuple (embeddings, each layer's output, the last one normed)."""
     hq, hkv = c["num_attention_heads"], c["num_key_value_heads"]
     d = c.get("head_dim") or c["hidden_size"] // hq
     eps, n = c["rms_norm_eps"], len(ids)
@@ -58,12 +61,17 @@ def independent_logits(w, c, ids):
         return np.concatenate([z.real, z.imag], -1)
 
     x = w["model.embed_tokens.weight"][ids]
+    if states is not None:
+        states.append(x)
     mask = np.tril(np.ones((n, n), dtype=bool))
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = norm(x, p + "input_layernorm.weight")
-        q = rope(lin(h, p + "self_attn.q_proj").reshape(n, hq, d))
-        k = rope(lin(h, p + "self_attn.k_proj").reshape(n, hkv, d))
+        q = lin(h, p + "self_attn.q_proj").reshape(n, hq, d)
+        k = lin(h, p + "self_attn.k_proj").reshape(n, hkv, d)
+        if p + "self_attn.q_norm.weight" in w:  # Qwen3: each head's D values
+            q, k = norm(q, p + "self_attn.q_norm.weight"), norm(k, p + "self_attn.k_norm.weight")
+        q, k = rope(q), rope(k)
         v = lin(h, p + "self_attn.v_proj").reshape(n, hkv, d)
         out = np.empty((n, hq, d))
         for head in range(hq):
@@ -76,6 +84,10 @@ def independent_logits(w, c, ids):
         h = norm(x, p + "post_attention_layernorm.weight")
         g = lin(h, p + "mlp.gate_proj")
         x = x + lin(g / (1 + np.exp(-g)) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+        if states is not None:
+            states.append(x)
+    if states is not None:
+        states[-1] = norm(x, "model.norm.weight")
     head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
     return norm(x, "model.norm.weight") @ head.T
 
@@ -122,6 +134,36 @@ class LlamaFamilyTest(unittest.TestCase):
         c = self.check_layout("qwen2", tied=True, biased=True)
         self.assertEqual(c["model_type"], "qwen2")
         self.assertFalse(c["use_sliding_window"])
+
+    def test_qwen3_qk_norm_tied_and_its_hidden_states(self):
+        c = self.check_layout("qwen3", tied=True, biased=False)
+        self.assertEqual(c["architectures"], ["Qwen3ForCausalLM"])
+        self.assertNotEqual(c["head_dim"], c["hidden_size"] // c["num_attention_heads"])
+        out, _ = self.generate("qwen3")
+        w = {k: v.double().numpy() for k, v in hf_dir.read_weights(out).items()}
+        self.assertEqual(w["model.layers.2.self_attn.q_norm.weight"].shape, (c["head_dim"],))
+        ref = hf_dir.load_reference(out)
+        cu = ref["cu_seqlens"].tolist()
+        hidden = ref["hidden_states"].double().numpy()
+        padded = ref["padded_hidden_states"].double().numpy()
+        self.assertEqual(hidden.shape[0], c["num_hidden_layers"] + 1)
+        for s in range(len(cu) - 1):
+            states = []
+            independent_logits(w, c, ref["token_ids"][cu[s]:cu[s + 1]].long().numpy(), states)
+            for i, want in enumerate(states):
+                got = hidden[i, cu[s]:cu[s + 1]]
+                self.assertLess(np.abs(got - want).max() / np.abs(want).max(), 1e-6, f"state {i} sequence {s}")
+                np.testing.assert_allclose(padded[i, s, :cu[s + 1] - cu[s]], got, rtol=0, atol=1e-6)
+
+    def test_base_model_checkpoint(self):
+        out, c = self.generate("qwen3", base_model=True)
+        self.assertEqual(c["architectures"], ["Qwen3Model"])
+        w = hf_dir.read_weights(out)
+        self.assertIn("embed_tokens.weight", w)
+        self.assertIn("layers.0.self_attn.k_norm.weight", w)
+        self.assertFalse(any(k.startswith("model.") or k.startswith("lm_head") for k in w))
+        with self.assertRaises(SystemExit):
+            self.generate("mistral", base_model=True)
 
     def test_mistral_untied_gqa(self):
         c = self.check_layout("mistral", tied=False, biased=False)
