@@ -40,7 +40,9 @@ std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 using Bytes = std::span<const uint8_t>;
 
 uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }
-uint32_t rd32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+uint32_t rd32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
 uint64_t rd64(const uint8_t* p) { return uint64_t(rd32(p)) | uint64_t(rd32(p + 4)) << 32; }
 
 // [offset, offset + length) lies inside a buffer of `size` bytes (no overflow).
@@ -190,7 +192,8 @@ Result<std::map<std::string, ZipEntry>> read_zip(Bytes file) {
     const std::string at = "zip entry " + in_quotes(name) + ": ";
     if (flags & 1) return unimplemented(at + "is encrypted");
     if (e.method != kStored && e.method != kDeflated)
-      return unimplemented(at + "compression method " + std::to_string(e.method) + " (only stored and deflate are supported)");
+      return unimplemented(at + "compression method " + std::to_string(e.method) +
+                           " (only stored and deflate are supported)");
     if (e.method == kStored && e.compressed != e.size) return data_loss(at + "stored, but its two sizes differ");
     if (!in_bounds(local, kLocalBytes, file.size()) || rd32(&file[local]) != kLocalSig)
       return data_loss(at + "its local header is missing or out of the file");
@@ -198,7 +201,8 @@ Result<std::map<std::string, ZipEntry>> read_zip(Bytes file) {
     e.data_offset = local + kLocalBytes + local_name + local_extra;
     if (local_name != name_len || std::memcmp(&file[local + kLocalBytes], name.data(), name_len) != 0)
       return data_loss(at + "its local header names another file");
-    if (!in_bounds(e.data_offset, e.compressed, file.size())) return data_loss(at + "its data runs past the end of the file: truncated?");
+    if (!in_bounds(e.data_offset, e.compressed, file.size()))
+      return data_loss(at + "its data runs past the end of the file: truncated?");
     if (!entries.emplace(name, e).second) return data_loss("the zip archive holds " + in_quotes(name) + " twice");
   }
   return entries;
@@ -247,7 +251,8 @@ Result<EntryBytes> read_entry(Bytes file, const std::shared_ptr<void>& file_owne
     int rc = Z_OK;
     // zlib counts in 32-bit units: feed both sides in chunks.
     while (rc == Z_OK) {
-      const uInt in_chunk = uInt(std::min<uint64_t>(in_left, 1u << 30)), out_chunk = uInt(std::min<uint64_t>(out_left, 1u << 30));
+      const uInt in_chunk = uInt(std::min<uint64_t>(in_left, 1u << 30)),
+                 out_chunk = uInt(std::min<uint64_t>(out_left, 1u << 30));
       z.avail_in = in_chunk;
       z.avail_out = out_chunk;
       rc = inflate(&z, Z_NO_FLUSH);
@@ -257,7 +262,8 @@ Result<EntryBytes> read_entry(Bytes file, const std::shared_ptr<void>& file_owne
     }
     inflateEnd(&z);
     if (rc != Z_STREAM_END || out_left != 0)
-      return data_loss(at + "its deflate stream is corrupt or does not inflate to " + std::to_string(e.size) + " bytes");
+      return data_loss(at + "its deflate stream is corrupt or does not inflate to " + std::to_string(e.size) +
+                       " bytes");
     out.bytes = Bytes(static_cast<const uint8_t*>(out.owner.get()), e.size);
   }
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -304,7 +310,7 @@ constexpr StorageType kStorageTypes[] = {
 enum class Kind : uint8_t { none, boolean, integer, floating, text, bytes, tuple, list, dict, global, storage, tensor };
 
 const char* kind_name(Kind k) {
-  static const char* const kNames[] = {"None", "bool",   "int",    "float",   "str",     "bytes",
+  static const char* const kNames[] = {"None",  "bool", "int",  "float",  "str",     "bytes",
                                        "tuple", "list", "dict", "global", "storage", "tensor"};
   return kNames[int(k)];
 }
@@ -314,16 +320,16 @@ const char* kind_name(Kind k) {
 struct Object {
   Kind kind = Kind::none;
   Global global = Global::ordered_dict;
-  int ref = 0;           // storage_type global: kStorageTypes index; storage, tensor: side-table index
-  int64_t integer = 0;   // integer, boolean
+  int ref = 0;          // storage_type global: kStorageTypes index; storage, tensor: side-table index
+  int64_t integer = 0;  // integer, boolean
   double floating = 0;
-  std::string text;      // text, bytes; a global's "module.name"
+  std::string text;        // text, bytes; a global's "module.name"
   std::vector<int> items;  // tuple, list: elements; dict: key, value, key, value, ...
 };
 
 struct Storage {
   std::string key;
-  int type = 0;                 // kStorageTypes index
+  int type = 0;  // kStorageTypes index
   Bytes data;
   std::shared_ptr<void> owner;  // keeps data alive
 };
@@ -334,15 +340,14 @@ constexpr size_t kMaxObjects = size_t(1) << 25;
 
 // Opcodes this reader implements (pickle protocols 2 to 5, binary forms only).
 namespace op {
-constexpr uint8_t MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', NONE = 'N', BININT = 'J',
-                  BININT1 = 'K', BININT2 = 'M', BINFLOAT = 'G', BINUNICODE = 'X', BINSTRING = 'T',
-                  SHORT_BINSTRING = 'U', BINBYTES = 'B', SHORT_BINBYTES = 'C', EMPTY_TUPLE = ')', TUPLE = 't',
-                  EMPTY_LIST = ']', APPEND = 'a', APPENDS = 'e', LIST = 'l', EMPTY_DICT = '}', DICT = 'd',
-                  SETITEM = 's', SETITEMS = 'u', GLOBAL = 'c', REDUCE = 'R', BUILD = 'b', BINPERSID = 'Q',
-                  BINPUT = 'q', LONG_BINPUT = 'r', BINGET = 'h', LONG_BINGET = 'j', PROTO = 0x80, TUPLE1 = 0x85,
-                  TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89, LONG1 = 0x8a, LONG4 = 0x8b,
-                  SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, BINBYTES8 = 0x8e, STACK_GLOBAL = 0x93,
-                  MEMOIZE = 0x94, FRAME = 0x95;
+constexpr uint8_t MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', NONE = 'N', BININT = 'J', BININT1 = 'K',
+                  BININT2 = 'M', BINFLOAT = 'G', BINUNICODE = 'X', BINSTRING = 'T', SHORT_BINSTRING = 'U',
+                  BINBYTES = 'B', SHORT_BINBYTES = 'C', EMPTY_TUPLE = ')', TUPLE = 't', EMPTY_LIST = ']', APPEND = 'a',
+                  APPENDS = 'e', LIST = 'l', EMPTY_DICT = '}', DICT = 'd', SETITEM = 's', SETITEMS = 'u', GLOBAL = 'c',
+                  REDUCE = 'R', BUILD = 'b', BINPERSID = 'Q', BINPUT = 'q', LONG_BINPUT = 'r', BINGET = 'h',
+                  LONG_BINGET = 'j', PROTO = 0x80, TUPLE1 = 0x85, TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88,
+                  NEWFALSE = 0x89, LONG1 = 0x8a, LONG4 = 0x8b, SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d,
+                  BINBYTES8 = 0x8e, STACK_GLOBAL = 0x93, MEMOIZE = 0x94, FRAME = 0x95;
 }  // namespace op
 
 // Opcodes a weight file never needs, named in the refusal.
@@ -352,7 +357,9 @@ const char* refused_opcode_name(uint8_t c) {
     case 'o': return "OBJ";
     case 0x81: return "NEWOBJ";
     case 0x92: return "NEWOBJ_EX";
-    case 0x82: case 0x83: case 0x84: return "EXT";
+    case 0x82:
+    case 0x83:
+    case 0x84: return "EXT";
     case 'P': return "PERSID";
     case 'I': return "INT";
     case 'L': return "LONG";
@@ -418,7 +425,9 @@ class Unpickler {
     return make(std::move(o));
   }
   Result<Bytes> take(uint64_t n) {
-    if (n > in_.size() - pos_) return data_loss("data.pkl is truncated: an opcode at byte " + std::to_string(op_pos_) + " needs " + std::to_string(n) + " more bytes");
+    if (n > in_.size() - pos_)
+      return data_loss("data.pkl is truncated: an opcode at byte " + std::to_string(op_pos_) + " needs " +
+                       std::to_string(n) + " more bytes");
     Bytes b = in_.subspan(pos_, n);
     pos_ += n;
     return b;
@@ -437,7 +446,8 @@ class Unpickler {
         pos_ = i + 1;
         return s;
       }
-    if (limit == in_.size()) return data_loss("data.pkl is truncated inside a GLOBAL at byte " + std::to_string(op_pos_));
+    if (limit == in_.size())
+      return data_loss("data.pkl is truncated inside a GLOBAL at byte " + std::to_string(op_pos_));
     return fail("GLOBAL without a newline-terminated name");
   }
   Result<int> pop() {
@@ -538,8 +548,9 @@ Status Unpickler::push_global(const std::string& module, const std::string& name
     o.global = Global::rebuild_parameter;
   } else {
     const StorageType* end = std::end(kStorageTypes);
-    const StorageType* it =
-        module != "torch" ? end : std::find_if(std::begin(kStorageTypes), end, [&](const StorageType& s) { return name == s.name; });
+    const StorageType* it = module != "torch" ? end
+                                              : std::find_if(std::begin(kStorageTypes), end,
+                                                             [&](const StorageType& s) { return name == s.name; });
     if (it == end) return fail("pickle global " + in_quotes(o.text) + " is not allowed in a weight file");
     o.global = Global::storage_type;
     o.ref = int(it - std::begin(kStorageTypes));
@@ -562,9 +573,11 @@ Result<std::vector<int64_t>> Unpickler::int_tuple(int i, const char* what) const
 // _rebuild_tensor(_v2)(storage, storage_offset, size, stride, ...): the strided view of the
 // storage as a contiguous prism Tensor (a zero-copy view when the layout allows).
 Result<int> Unpickler::rebuild_tensor(const std::vector<int>& args) {
-  if (at(args[0]).kind != Kind::storage) return fail("a tensor's storage is a " + std::string(kind_name(at(args[0]).kind)));
+  if (at(args[0]).kind != Kind::storage)
+    return fail("a tensor's storage is a " + std::string(kind_name(at(args[0]).kind)));
   const Storage& storage = storages_table_[size_t(at(args[0]).ref)];
-  if (at(args[1]).kind != Kind::integer || at(args[1]).integer < 0) return fail("a tensor's storage offset must be a non-negative int");
+  if (at(args[1]).kind != Kind::integer || at(args[1]).integer < 0)
+    return fail("a tensor's storage offset must be a non-negative int");
   const int64_t offset = at(args[1]).integer;
   PRISM_ASSIGN_OR_RETURN(std::vector<int64_t> size, int_tuple(args[2], "size"));
   PRISM_ASSIGN_OR_RETURN(std::vector<int64_t> stride, int_tuple(args[3], "stride"));
@@ -590,7 +603,8 @@ Result<int> Unpickler::rebuild_tensor(const std::vector<int>& args) {
   for (size_t d = 0; d < size.size(); ++d) {
     uint64_t span = 0;
     if (__builtin_mul_overflow(uint64_t(size[d]), numel, &numel) ||
-        __builtin_mul_overflow(uint64_t(size[d] - 1), uint64_t(stride[d]), &span) || __builtin_add_overflow(last, span, &last))
+        __builtin_mul_overflow(uint64_t(size[d] - 1), uint64_t(stride[d]), &span) ||
+        __builtin_add_overflow(last, span, &last))
       return fail("a tensor's size and strides overflow");
   }
   if (last >= storage_numel)
@@ -628,7 +642,8 @@ Status Unpickler::reduce() {
   PRISM_ASSIGN_OR_RETURN(int callable_i, pop());
   const Object& callable = at(callable_i);
   if (callable.kind != Kind::global) return fail("REDUCE of a " + std::string(kind_name(callable.kind)));
-  if (at(args_i).kind != Kind::tuple) return fail("REDUCE of " + in_quotes(callable.text) + " with arguments that are not a tuple");
+  if (at(args_i).kind != Kind::tuple)
+    return fail("REDUCE of " + in_quotes(callable.text) + " with arguments that are not a tuple");
   const std::vector<int> args = at(args_i).items;
   const size_t n = args.size();
   switch (callable.global) {
@@ -639,7 +654,8 @@ Status Unpickler::reduce() {
     case Global::rebuild_tensor_v2:  // (storage, offset, size, stride, requires_grad, hooks[, metadata])
     case Global::rebuild_tensor: {   // (storage, offset, size, stride)
       const bool v2 = callable.global == Global::rebuild_tensor_v2;
-      if (v2 ? (n != 6 && n != 7) : n != 4) return fail(in_quotes(callable.text) + " with " + std::to_string(n) + " arguments");
+      if (v2 ? (n != 6 && n != 7) : n != 4)
+        return fail(in_quotes(callable.text) + " with " + std::to_string(n) + " arguments");
       PRISM_ASSIGN_OR_RETURN(int t, rebuild_tensor(args));
       stack_.push_back(t);
       return Status();
@@ -648,8 +664,7 @@ Status Unpickler::reduce() {
       if (n != 3 || at(args[0]).kind != Kind::tensor) return fail("torch._utils._rebuild_parameter without a tensor");
       stack_.push_back(args[0]);
       return Status();
-    case Global::storage_type:
-      break;
+    case Global::storage_type: break;
   }
   return fail("calling " + in_quotes("torch." + std::string(kStorageTypes[callable.ref].name)) +
               " is not allowed in a weight file");
@@ -687,18 +702,20 @@ Status Unpickler::persistent_load() {
   const std::string key_text = key.text;  // `key` dangles once make() grows objects_
   auto known = storage_by_key_.find(key_text);
   if (known != storage_by_key_.end()) {
-    if (storages_table_[size_t(at(known->second).ref)].type != type.ref) return fail("storage " + in_quotes(key_text) + " named with two types");
+    if (storages_table_[size_t(at(known->second).ref)].type != type.ref)
+      return fail("storage " + in_quotes(key_text) + " named with two types");
     stack_.push_back(known->second);
     return Status();
   }
   const std::string record = storages_.prefix + "data/" + key_text;
   auto entry = storages_.entries->find(record);
   if (entry == storages_.entries->end()) return data_loss("storage record " + in_quotes(record) + " is missing");
-  PRISM_ASSIGN_OR_RETURN(EntryBytes bytes, read_entry(storages_.file, storages_.file_owner, record, entry->second, *storages_.budget));
+  PRISM_ASSIGN_OR_RETURN(EntryBytes bytes,
+                         read_entry(storages_.file, storages_.file_owner, record, entry->second, *storages_.budget));
   uint64_t need = 0;
   if (__builtin_mul_overflow(uint64_t(numel.integer), uint64_t(st.element_bytes), &need) || need > bytes.bytes.size())
-    return data_loss("storage " + in_quotes(key_text) + " of " + std::to_string(numel.integer) + " elements needs more than its " +
-                     std::to_string(bytes.bytes.size()) + "-byte record");
+    return data_loss("storage " + in_quotes(key_text) + " of " + std::to_string(numel.integer) +
+                     " elements needs more than its " + std::to_string(bytes.bytes.size()) + "-byte record");
   storages_table_.push_back(Storage{key_text, type.ref, bytes.bytes.first(need), bytes.owner});
   Object o;
   o.kind = Kind::storage;
@@ -718,28 +735,18 @@ Status Unpickler::step(uint8_t c, bool& stop) {
     }
     case op::FRAME:  // protocol 4 framing is a read-ahead hint only
       return take(8).status();
-    case op::STOP:
-      stop = true;
-      return Status();
-    case op::MARK:
-      marks_.push_back(stack_.size());
-      return Status();
-    case op::POP:
-      return pop().status();
-    case op::POP_MARK:
-      return pop_mark().status();
+    case op::STOP: stop = true; return Status();
+    case op::MARK: marks_.push_back(stack_.size()); return Status();
+    case op::POP: return pop().status();
+    case op::POP_MARK: return pop_mark().status();
     case op::DUP: {
       PRISM_ASSIGN_OR_RETURN(int t, top());
       stack_.push_back(t);
       return Status();
     }
-    case op::NONE:
-      stack_.push_back(make(Kind::none));
-      return Status();
+    case op::NONE: stack_.push_back(make(Kind::none)); return Status();
     case op::NEWTRUE:
-    case op::NEWFALSE:
-      push_int(c == op::NEWTRUE, Kind::boolean);
-      return Status();
+    case op::NEWFALSE: push_int(c == op::NEWTRUE, Kind::boolean); return Status();
     case op::BININT: {
       PRISM_ASSIGN_OR_RETURN(uint64_t v, take_uint(4));
       push_int(int32_t(uint32_t(v)));
@@ -838,26 +845,21 @@ Status Unpickler::step(uint8_t c, bool& stop) {
       if (at(name).kind != Kind::text || at(module).kind != Kind::text) return fail("STACK_GLOBAL of non-strings");
       return push_global(at(module).text, at(name).text);
     }
-    case op::REDUCE:
-      return reduce();
-    case op::BUILD:
-      return build();
-    case op::BINPERSID:
-      return persistent_load();
+    case op::REDUCE: return reduce();
+    case op::BUILD: return build();
+    case op::BINPERSID: return persistent_load();
     case op::BINPUT:
     case op::LONG_BINPUT: {
       PRISM_ASSIGN_OR_RETURN(uint64_t key, take_uint(c == op::BINPUT ? 1 : 4));
       return memo_put(key);
     }
-    case op::MEMOIZE:
-      return memo_put(memo_.size());
+    case op::MEMOIZE: return memo_put(memo_.size());
     case op::BINGET:
     case op::LONG_BINGET: {
       PRISM_ASSIGN_OR_RETURN(uint64_t key, take_uint(c == op::BINGET ? 1 : 4));
       return memo_get(key);
     }
-    default:
-      break;
+    default: break;
   }
   if (const char* name = refused_opcode_name(c))
     return fail(std::string("pickle opcode ") + name + " (" + hex(c) + ") is not allowed in a weight file");
@@ -889,16 +891,19 @@ struct Flattener {
   Status walk(int i, const std::string& name, int depth) {
     const Object& o = u.at(i);
     if (o.kind == Kind::tensor) {
-      if (!tensors.emplace(name, u.tensor(o)).second) return invalid_argument("the checkpoint names tensor " + in_quotes(name) + " twice");
+      if (!tensors.emplace(name, u.tensor(o)).second)
+        return invalid_argument("the checkpoint names tensor " + in_quotes(name) + " twice");
       names.push_back(name);
       return Status();
     }
     if (o.kind != Kind::dict && o.kind != Kind::list && o.kind != Kind::tuple) return Status();  // not a weight
-    if (depth > kMaxDepth) return invalid_argument("the checkpoint nests containers deeper than " + std::to_string(kMaxDepth));
+    if (depth > kMaxDepth)
+      return invalid_argument("the checkpoint nests containers deeper than " + std::to_string(kMaxDepth));
     if (!visited.insert(i).second) return Status();
     const std::string prefix = name.empty() ? "" : name + ".";
     if (o.kind != Kind::dict) {
-      for (size_t k = 0; k < o.items.size(); ++k) PRISM_RETURN_IF_ERROR(walk(o.items[k], prefix + std::to_string(k), depth + 1));
+      for (size_t k = 0; k < o.items.size(); ++k)
+        PRISM_RETURN_IF_ERROR(walk(o.items[k], prefix + std::to_string(k), depth + 1));
       return Status();
     }
     for (size_t k = 0; k + 1 < o.items.size(); k += 2) {
@@ -942,7 +947,8 @@ Result<std::string> archive_prefix(const std::map<std::string, ZipEntry>& entrie
     if (slash == std::string::npos || slash == 0 || name.compare(slash, std::string::npos, "/data.pkl") != 0) continue;
     if (e.data_offset < best_offset) best = name.substr(0, slash + 1), best_offset = e.data_offset;
   }
-  if (best_offset == UINT64_MAX) return invalid_argument("a zip archive without <archive>/data.pkl: not a torch.save file");
+  if (best_offset == UINT64_MAX)
+    return invalid_argument("a zip archive without <archive>/data.pkl: not a torch.save file");
   return best;
 }
 
@@ -955,7 +961,8 @@ Result<std::unique_ptr<PytorchCheckpoint::Impl>> read_checkpoint(Bytes file, con
   if (auto it = entries.find(prefix + "byteorder"); it != entries.end()) {
     PRISM_ASSIGN_OR_RETURN(EntryBytes order, read_entry(file, owner, it->first, it->second, budget));
     const std::string value(reinterpret_cast<const char*>(order.bytes.data()), order.bytes.size());
-    if (value != "little") return unimplemented("a checkpoint saved with byte order " + in_quotes(value) + " (only little)");
+    if (value != "little")
+      return unimplemented("a checkpoint saved with byte order " + in_quotes(value) + " (only little)");
   }
   const std::string pkl = prefix + "data.pkl";
   PRISM_ASSIGN_OR_RETURN(EntryBytes pickle, read_entry(file, owner, pkl, entries.at(pkl), budget));
@@ -973,7 +980,8 @@ Result<std::unique_ptr<PytorchCheckpoint::Impl>> read_checkpoint(Bytes file, con
 // Every error names the file.
 Result<std::unique_ptr<PytorchCheckpoint::Impl>> with_origin(Result<std::unique_ptr<PytorchCheckpoint::Impl>> impl,
                                                              const std::string& origin) {
-  if (!impl) return Status(impl.status().code(), "pytorch checkpoint " + in_quotes(origin) + ": " + impl.status().message());
+  if (!impl)
+    return Status(impl.status().code(), "pytorch checkpoint " + in_quotes(origin) + ": " + impl.status().message());
   (*impl)->path = origin;
   return impl;
 }
@@ -991,7 +999,8 @@ Result<std::shared_ptr<const PytorchCheckpoint>> PytorchCheckpoint::parse(std::s
                                                                           const std::string& origin) {
   PRISM_CHECK(bytes != nullptr);
   const Bytes file(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
-  PRISM_ASSIGN_OR_RETURN(auto impl, with_origin(read_checkpoint(file, std::const_pointer_cast<std::string>(bytes)), origin));
+  PRISM_ASSIGN_OR_RETURN(auto impl,
+                         with_origin(read_checkpoint(file, std::const_pointer_cast<std::string>(bytes)), origin));
   return std::shared_ptr<const PytorchCheckpoint>(new PytorchCheckpoint(std::move(impl)));
 }
 

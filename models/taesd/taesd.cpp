@@ -13,11 +13,11 @@
 namespace prism::models {
 namespace {
 
-constexpr int64_t kWidth = 64;               // every hidden layer's channels
-constexpr int64_t kPoolWidth = 4 * kWidth;   // the flux_2 pooled path's channels
-constexpr int64_t kPoolGroups = 4;           // GroupNorm(4, 256)
-constexpr float kGroupNormEps = 1e-5f;       // torch.nn.GroupNorm's default
-constexpr float kLatentClamp = 3.0f;         // the decoder's soft clamp: tanh(z / 3) * 3
+constexpr int64_t kWidth = 64;              // every hidden layer's channels
+constexpr int64_t kPoolWidth = 4 * kWidth;  // the flux_2 pooled path's channels
+constexpr int64_t kPoolGroups = 4;          // GroupNorm(4, 256)
+constexpr float kGroupNormEps = 1e-5f;      // torch.nn.GroupNorm's default
+constexpr float kLatentClamp = 3.0f;        // the decoder's soft clamp: tanh(z / 3) * 3
 
 // nn.Sequential indices of the blocks and the resampling convs.
 constexpr int kEncoderBlocks[] = {1, 3, 4, 5, 7, 8, 9, 11, 12, 13};
@@ -67,9 +67,9 @@ Tensor conv1x1(const Tensor& x, const Tensor& w) { return ops::conv2d(x, w, Tens
 // relu(conv4(relu(conv2(relu(conv0(x))))) + x), after x += pool(x) in flux_2 blocks.
 Tensor block(const TaesdBlock& b, Tensor x) {
   if (b.pool0_weight.defined()) {
-    Tensor h = conv1x1(x, b.pool0_weight);                                                        // [N, 256, H, W]
+    Tensor h = conv1x1(x, b.pool0_weight);  // [N, 256, H, W]
     h = ops::relu(ops::group_norm(h, b.pool1_weight, b.pool1_bias, kPoolGroups, kGroupNormEps));
-    x = ops::add(x, conv1x1(h, b.pool3_weight));                                                  // [N, 64, H, W]
+    x = ops::add(x, conv1x1(h, b.pool3_weight));  // [N, 64, H, W]
   }
   Tensor h = ops::relu(conv3x3(x, b.conv0_weight, b.conv0_bias));
   h = ops::relu(conv3x3(h, b.conv2_weight, b.conv2_bias));
@@ -99,7 +99,8 @@ Result<TaesdConfig> infer_taesd_config(const formats::WeightSource& src, TaesdPa
   const Dims want_pixel = encoder ? Dims{kWidth, 3, 3, 3} : Dims{3, kWidth, 3, 3};
   if (!(pixel.shape() == want_pixel))
     return unimplemented(what + ": tensor '" + pixel_layer + "' is " + pixel.shape().to_string() + ", not " +
-                         want_pixel.to_string() + ": not the 8x TAESD layout (upstream's 32x 'f32' variant is not supported)");
+                         want_pixel.to_string() +
+                         ": not the 8x TAESD layout (upstream's 32x 'f32' variant is not supported)");
 
   TaesdConfig c;
   const std::string latent_layer = encoder ? "14.weight" : "1.weight";
@@ -111,9 +112,10 @@ Result<TaesdConfig> infer_taesd_config(const formats::WeightSource& src, TaesdPa
   const bool has_pool = src.contains(std::to_string(first_pooled) + ".pool.0.weight");
   c.variant = has_pool ? TaesdVariant::flux_2 : TaesdVariant::taesd;
   if (options.variant && *options.variant != c.variant)
-    return invalid_argument(what + ": asked for variant " + std::string(taesd_variant_name(*options.variant)) +
-                            " but the checkpoint is " + std::string(taesd_variant_name(c.variant)) +
-                            (has_pool ? " (it has the pooled GroupNorm blocks)" : " (it has no pooled GroupNorm blocks)"));
+    return invalid_argument(
+        what + ": asked for variant " + std::string(taesd_variant_name(*options.variant)) + " but the checkpoint is " +
+        std::string(taesd_variant_name(c.variant)) +
+        (has_pool ? " (it has the pooled GroupNorm blocks)" : " (it has no pooled GroupNorm blocks)"));
   PRISM_RETURN_IF_ERROR(c.validate());
   return c;
 }
@@ -201,10 +203,10 @@ Result<TinyAutoencoder> TinyAutoencoder::load(const std::string& encoder_path, c
   if (!dec) return common::in_dir(decoder_path, dec.status());
   const TaesdConfig &e = enc->config(), &d = dec->config();
   if (e.variant != d.variant || e.latent_channels != d.latent_channels)
-    return invalid_argument("TAESD encoder '" + encoder_path + "' (" + std::string(taesd_variant_name(e.variant)) + ", " +
-                            std::to_string(e.latent_channels) + " latent channels) and decoder '" + decoder_path + "' (" +
-                            std::string(taesd_variant_name(d.variant)) + ", " + std::to_string(d.latent_channels) +
-                            ") do not belong together");
+    return invalid_argument("TAESD encoder '" + encoder_path + "' (" + std::string(taesd_variant_name(e.variant)) +
+                            ", " + std::to_string(e.latent_channels) + " latent channels) and decoder '" +
+                            decoder_path + "' (" + std::string(taesd_variant_name(d.variant)) + ", " +
+                            std::to_string(d.latent_channels) + ") do not belong together");
   return TinyAutoencoder(std::move(*enc), std::move(*dec));
 }
 

@@ -50,16 +50,18 @@ struct TaesdOptions {
 // options), the latent channels from the shape of the layer that touches the latent
 // (encoder "14.weight" [C, 64, 3, 3]; decoder "1.weight" [64, C, 3, 3]).
 enum class TaesdPart : uint8_t { encoder, decoder };
-Result<TaesdConfig> infer_taesd_config(const formats::WeightSource& src, TaesdPart part, const TaesdOptions& options = {});
+Result<TaesdConfig> infer_taesd_config(const formats::WeightSource& src, TaesdPart part,
+                                       const TaesdOptions& options = {});
 
 // One residual block "<i>": conv.0 / conv.2 / conv.4 are 3x3 64 -> 64 with bias; pool.* only in
 // the flux_2 blocks (undefined otherwise). Every TAESD block is 64 -> 64, so its skip is the
 // identity.
 struct TaesdBlock {
-  Tensor conv0_weight, conv0_bias, conv2_weight, conv2_bias, conv4_weight, conv4_bias;  // [64, 64, 3, 3], [64]
-  Tensor pool0_weight;                    // [256, 64, 1, 1]
-  Tensor pool1_weight, pool1_bias;        // [256] GroupNorm(4, 256)
-  Tensor pool3_weight;                    // [64, 256, 1, 1]
+  // [64, 64, 3, 3] and [64] each
+  Tensor conv0_weight, conv0_bias, conv2_weight, conv2_bias, conv4_weight, conv4_bias;
+  Tensor pool0_weight;              // [256, 64, 1, 1]
+  Tensor pool1_weight, pool1_bias;  // [256]: GroupNorm(4, 256)
+  Tensor pool3_weight;              // [64, 256, 1, 1]
 };
 
 class TaesdEncoder {
@@ -72,10 +74,10 @@ class TaesdEncoder {
  private:
   TaesdEncoder() = default;
   TaesdConfig config_;
-  Tensor conv_in_weight_, conv_in_bias_;         // "0": [64, 3, 3, 3], [64]
-  std::vector<Tensor> down_weight_;              // "2", "6", "10": [64, 64, 3, 3], stride 2, no bias
-  std::vector<TaesdBlock> blocks_;               // "1", "3".."5", "7".."9", "11".."13"
-  Tensor conv_out_weight_, conv_out_bias_;       // "14": [C, 64, 3, 3], [C]
+  Tensor conv_in_weight_, conv_in_bias_;    // "0": [64, 3, 3, 3], [64]
+  std::vector<Tensor> down_weight_;         // "2", "6", "10": [64, 64, 3, 3], stride 2, no bias
+  std::vector<TaesdBlock> blocks_;          // "1", "3".."5", "7".."9", "11".."13"
+  Tensor conv_out_weight_, conv_out_bias_;  // "14": [C, 64, 3, 3], [C]
 };
 
 class TaesdDecoder {
@@ -100,7 +102,7 @@ class TinyAutoencoder {
  public:
   static Result<TinyAutoencoder> load(const std::string& encoder_path, const std::string& decoder_path,
                                       const TaesdOptions& options = {});
-  Tensor encode(const Tensor& image) const { return encoder_.forward(image); }   // see TaesdEncoder
+  Tensor encode(const Tensor& image) const { return encoder_.forward(image); }    // see TaesdEncoder
   Tensor decode(const Tensor& latent) const { return decoder_.forward(latent); }  // see TaesdDecoder
   const TaesdConfig& config() const { return encoder_.config(); }
 

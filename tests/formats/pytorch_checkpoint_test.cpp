@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
 
@@ -130,8 +129,7 @@ TEST(PytorchCheckpoint, ReadsTheRealTaef2Weights) {
   Result<Tensor> w = src->get("0.weight", {64, 3, 3, 3});
   ASSERT_TRUE(w.has_value()) << w.status().to_string();
   const Tensor raw = *src->get("0.weight");
-  for (int64_t i = 0; i < raw.numel(); ++i)
-    ASSERT_EQ(w->data<float>()[i], f16_to_f32(raw.data<f16>()[i])) << i;
+  for (int64_t i = 0; i < raw.numel(); ++i) ASSERT_EQ(w->data<float>()[i], f16_to_f32(raw.data<f16>()[i])) << i;
   Result<Tensor> wrong = src->get("0.weight", {64, 3, 3});
   ASSERT_FALSE(wrong.has_value());
   EXPECT_THAT(wrong.status().message(), HasSubstr("taef2_encoder.pth"));
@@ -195,10 +193,10 @@ std::string tuple_of(const std::vector<int>& v) {
   return o + "t";
 }
 // _rebuild_tensor_v2(storage <key> of <numel> floats, offset, size, stride, False, {}).
-std::string tensor(const std::string& key, int numel, int offset, const std::vector<int>& size, const std::vector<int>& stride,
-                   const std::string& storage_type = "FloatStorage") {
-  return global("torch._utils", "_rebuild_tensor_v2") + "((" + str("storage") + global("torch", storage_type) + str(key) +
-         str("cpu") + int1(numel) + "tQ" + int1(offset) + tuple_of(size) + tuple_of(stride) + "\x89}tR";
+std::string tensor(const std::string& key, int numel, int offset, const std::vector<int>& size,
+                   const std::vector<int>& stride, const std::string& storage_type = "FloatStorage") {
+  return global("torch._utils", "_rebuild_tensor_v2") + "((" + str("storage") + global("torch", storage_type) +
+         str(key) + str("cpu") + int1(numel) + "tQ" + int1(offset) + tuple_of(size) + tuple_of(stride) + "\x89}tR";
 }
 // {"w": <tensor>} as a whole pickle.
 std::string state_dict(const std::string& tensor_pickle) { return "\x80\x02}(" + str("w") + tensor_pickle + "u."; }
@@ -209,7 +207,8 @@ std::string floats(std::initializer_list<float> v) {
   return s;
 }
 
-Result<std::shared_ptr<const PytorchCheckpoint>> parse_zip(const std::vector<std::pair<std::string, std::string>>& files) {
+Result<std::shared_ptr<const PytorchCheckpoint>> parse_zip(
+    const std::vector<std::pair<std::string, std::string>>& files) {
   return PytorchCheckpoint::parse(std::make_shared<const std::string>(make_zip(files)), "hand-made");
 }
 
@@ -239,15 +238,19 @@ TEST(PytorchCheckpoint, RefusesHostilePicklesByName) {
     std::string pickle, error;
   };
   const std::vector<Case> cases = {
-      {"\x80\x02" + global("os", "system") + "(" + cmd + "tR.", "pickle global 'os.system' is not allowed in a weight file"},
+      {"\x80\x02" + global("os", "system") + "(" + cmd + "tR.",
+       "pickle global 'os.system' is not allowed in a weight file"},
       {"\x80\x02" + global("posix", "system") + "(" + cmd + "tR.", "pickle global 'posix.system' is not allowed"},
-      {"\x80\x02" + global("builtins", "eval") + "(" + str("1") + "tR.", "pickle global 'builtins.eval' is not allowed"},
-      {"\x80\x04" + str("builtins") + str("exec") + "\x93(" + cmd + "tR.", "pickle global 'builtins.exec' is not allowed"},
+      {"\x80\x02" + global("builtins", "eval") + "(" + str("1") + "tR.",
+       "pickle global 'builtins.eval' is not allowed"},
+      {"\x80\x04" + str("builtins") + str("exec") + "\x93(" + cmd + "tR.",
+       "pickle global 'builtins.exec' is not allowed"},
       {"\x80\x02" + global("torch", "load") + ").", "pickle global 'torch.load' is not allowed"},
       {"\x80\x02" + global("collections", "OrderedDict") + ")\x81.", "pickle opcode NEWOBJ (0x81) is not allowed"},
       {"\x80\x02(" + str("x") + "io\nos\nsystem\n.", "pickle opcode INST (0x69) is not allowed"},
       {"\x80\x02\xff.", "unknown pickle opcode 0xff"},
-      {"\x80\x02" + global("torch", "FloatStorage") + "(" + int1(4) + "tR.", "calling 'torch.FloatStorage' is not allowed"},
+      {"\x80\x02" + global("torch", "FloatStorage") + "(" + int1(4) + "tR.",
+       "calling 'torch.FloatStorage' is not allowed"},
       {"\x80\x02" + global("collections", "OrderedDict") + "(" + str("x") + "tR.", "OrderedDict called with arguments"},
       {"\x80\x02]}b.", "BUILD of a list with a dict state is not allowed"},
       {"\x80\x02}" + str("x") + "b.", "BUILD of a dict with a str state"},
@@ -255,7 +258,9 @@ TEST(PytorchCheckpoint, RefusesHostilePicklesByName) {
       {"\x80\x06}.", "pickle protocol 6 is not supported"},
       {"\x80\x02(" + str("not storage") + "tQ.", "a persistent id that is not ('storage'"},
       {"\x80\x02h\x05.", "memo key 5 was never stored"},
-      {"\x80\x02" "a.", "pop from an empty stack"},
+      {"\x80\x02"
+       "a.",
+       "pop from an empty stack"},
       {"\x80\x02u.", "no MARK to pop to"},
       {"\x80\x02\x8a\x09" + std::string(9, '\1') + ".", "an integer wider than 64 bits"},
       {"\x80\x02}(" + std::string("}") + int1(1) + "u.", "a dict key of type dict"},
@@ -277,11 +282,13 @@ TEST(PytorchCheckpoint, RefusesBrokenTensorsAndArchives) {
   std::string bad_crc = make_zip({{"archive/data.pkl", ok_pickle}, {"archive/data/0", floats({1, 2, 3, 4})}});
   bad_crc[bad_crc.find(ok_pickle) + 10] ^= 1;
   std::vector<Case> cases;
-  cases.push_back({parse_pickle(state_dict(tensor("0", 4, 1, {4}, {1}))), "reads element 4 of storage '0', which holds 4"});
+  cases.push_back(
+      {parse_pickle(state_dict(tensor("0", 4, 1, {4}, {1}))), "reads element 4 of storage '0', which holds 4"});
   cases.push_back({parse_pickle(state_dict(tensor("0", 4, 0, {2, 2}, {2, 3}))), "reads element 5"});
   cases.push_back({parse_pickle(state_dict(tensor("0", 4, 0, {8}, {0}))), "an expanded view"});
   cases.push_back({parse_pickle(state_dict(tensor("0", 5, 0, {4}, {1}))), "needs more than its 16-byte record"});
-  cases.push_back({parse_pickle(state_dict(tensor("1", 4, 0, {4}, {1}))), "storage record 'archive/data/1' is missing"});
+  cases.push_back(
+      {parse_pickle(state_dict(tensor("1", 4, 0, {4}, {1}))), "storage record 'archive/data/1' is missing"});
   cases.push_back({parse_pickle(state_dict(tensor("0", 4, 0, {4}, {1}, "Gibberish"))),
                    "pickle global 'torch.Gibberish' is not allowed"});
   cases.push_back({parse_pickle("\x80\x02}(" + str("a") + tensor("0", 4, 0, {4}, {1}) + str("a") +
@@ -289,15 +296,20 @@ TEST(PytorchCheckpoint, RefusesBrokenTensorsAndArchives) {
                    "names tensor 'a' twice"});
   cases.push_back({parse_pickle(ok_pickle.substr(0, ok_pickle.size() - 1)), "ends without STOP"});
   cases.push_back({parse_pickle(ok_pickle.substr(0, 20)), "truncated"});
-  cases.push_back({PytorchCheckpoint::parse(std::make_shared<const std::string>(bad_crc), "hand-made"), "CRC-32 mismatch"});
-  cases.push_back({parse_zip({{"archive/data.pkl", ok_pickle}, {"archive/data/0", floats({1, 2, 3, 4})},
-                              {"archive/byteorder", "big"}}),
-                   "byte order 'big'"});
+  cases.push_back(
+      {PytorchCheckpoint::parse(std::make_shared<const std::string>(bad_crc), "hand-made"), "CRC-32 mismatch"});
+  cases.push_back(
+      {parse_zip(
+           {{"archive/data.pkl", ok_pickle}, {"archive/data/0", floats({1, 2, 3, 4})}, {"archive/byteorder", "big"}}),
+       "byte order 'big'"});
   cases.push_back({parse_zip({{"archive/other.pkl", ok_pickle}}), "without <archive>/data.pkl"});
-  cases.push_back({parse_zip({{"archive/data.pkl", ok_pickle}, {"archive/data.pkl", ok_pickle}}), "holds 'archive/data.pkl' twice"});
-  cases.push_back({PytorchCheckpoint::parse(std::make_shared<const std::string>("not a zip at all, just text......"), "hand-made"),
-                   "not a zip archive"});
-  cases.push_back({PytorchCheckpoint::parse(std::make_shared<const std::string>(""), "hand-made"), "not a zip archive"});
+  cases.push_back({parse_zip({{"archive/data.pkl", ok_pickle}, {"archive/data.pkl", ok_pickle}}),
+                   "holds 'archive/data.pkl' twice"});
+  cases.push_back(
+      {PytorchCheckpoint::parse(std::make_shared<const std::string>("not a zip at all, just text......"), "hand-made"),
+       "not a zip archive"});
+  cases.push_back(
+      {PytorchCheckpoint::parse(std::make_shared<const std::string>(""), "hand-made"), "not a zip archive"});
   for (const Case& c : cases) EXPECT_THAT(error_of(c.r).message(), HasSubstr(c.error)) << c.r.status().to_string();
 }
 
@@ -312,18 +324,19 @@ TEST(PytorchCheckpoint, BoundsWhatASmallFileMayAllocate) {
              int1(0) + "(M" + std::string("\0\x08", 2) + "M" + std::string("\0\x08", 2) + "t(" + int1(1) + "M" +
              std::string("\0\x08", 2) + "t\x89}tR";
   views += "u.";
-  Status s = error_of(PytorchCheckpoint::parse(
-      std::make_shared<const std::string>(make_zip({{"archive/data.pkl", views}, {"archive/data/0", zeros}}, {"archive/data/0"})),
-      "hand-made"));
+  Status s = error_of(
+      PytorchCheckpoint::parse(std::make_shared<const std::string>(make_zip(
+                                   {{"archive/data.pkl", views}, {"archive/data/0", zeros}}, {"archive/data/0"})),
+                               "hand-made"));
   EXPECT_EQ(s.code(), StatusCode::resource_exhausted) << s.to_string();
   EXPECT_THAT(s.message(), HasSubstr("a copy of a strided tensor"));
 
   // One entry claiming far more than its stream inflates to past the budget.
   const std::string big(128 << 20, '\0');
   s = error_of(PytorchCheckpoint::parse(
-      std::make_shared<const std::string>(make_zip({{"archive/data.pkl", state_dict(tensor("0", 4, 0, {4}, {1}))},
-                                                    {"archive/data/0", big}},
-                                                   {"archive/data/0"})),
+      std::make_shared<const std::string>(
+          make_zip({{"archive/data.pkl", state_dict(tensor("0", 4, 0, {4}, {1}))}, {"archive/data/0", big}},
+                   {"archive/data/0"})),
       "hand-made"));
   EXPECT_EQ(s.code(), StatusCode::resource_exhausted) << s.to_string();
   EXPECT_THAT(s.message(), HasSubstr("inflating it"));
@@ -332,13 +345,13 @@ TEST(PytorchCheckpoint, BoundsWhatASmallFileMayAllocate) {
 TEST(PytorchCheckpoint, SharedStorageIsReadOnce) {
   // Two tensors over one storage, the second at an offset; a view with the same key must
   // reuse it.
-  const std::string pickle = "\x80\x02}(" + str("a") + tensor("0", 4, 0, {2}, {1}) + str("b") + tensor("0", 4, 2, {2}, {1}) + "u.";
+  const std::string pickle =
+      "\x80\x02}(" + str("a") + tensor("0", 4, 0, {2}, {1}) + str("b") + tensor("0", 4, 2, {2}, {1}) + "u.";
   Result<std::shared_ptr<const PytorchCheckpoint>> ok = parse_pickle(pickle);
   ASSERT_TRUE(ok.has_value()) << ok.status().to_string();
   EXPECT_EQ((*ok)->get("b")->data<float>()[1], 4.0f);
   EXPECT_EQ((*ok)->names(), (std::vector<std::string>{"a", "b"}));
 }
-
 
 // ---- fuzzing -------------------------------------------------------------------------------
 
@@ -385,8 +398,9 @@ std::string mutate(std::string s, std::mt19937_64& rng, size_t hot_begin, size_t
       for (int n = 1 + int(rng() % 8); n > 0; --n) s[where()] ^= char(1 + rng() % 255);
       break;
     case 1: {  // an edge value over a 1-, 2-, 4- or 8-byte field
-      static const uint64_t kEdges[] = {0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0xffff, 0x7fffffff, 0xffffffff,
-                                        0x80000000, ~uint64_t(0), ~uint64_t(0) >> 1};
+      static const uint64_t kEdges[] = {
+          0,      1,      2,          0x7f,       0x80,       0xff,         0x100,
+          0x7fff, 0xffff, 0x7fffffff, 0xffffffff, 0x80000000, ~uint64_t(0), ~uint64_t(0) >> 1};
       const uint64_t v = rng() % 3 == 0 ? rng() : rng() % 2 ? s.size() - below(64) : kEdges[below(std::size(kEdges))];
       const size_t width = size_t(1) << (rng() % 4), at = where();
       for (size_t i = 0; i < width && at + i < s.size(); ++i) s[at + i] = char(v >> (8 * i));
