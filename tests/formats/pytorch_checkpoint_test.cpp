@@ -153,11 +153,15 @@ std::string deflate_raw(const std::string& data) {
 }
 
 // A zip of stored entries, as torch.save writes them (no alignment padding: the reader must
-// not need it), or deflated ones for the names in `deflated`.
+// not need it), or deflated ones for the names in `deflated`. With zip64, every central entry
+// puts its sizes and offset in a zip64 extra field and the directory is found through the
+// zip64 end records, as in archives past 4 GiB or 65535 entries.
 std::string make_zip(const std::vector<std::pair<std::string, std::string>>& files,
-                     const std::set<std::string>& deflated = {}) {
+                     const std::set<std::string>& deflated = {}, bool zip64 = false) {
   auto u16 = [](std::string& s, uint32_t v) { s.push_back(char(v & 0xff)), s.push_back(char(v >> 8 & 0xff)); };
   auto u32 = [&](std::string& s, uint32_t v) { u16(s, v & 0xffff), u16(s, v >> 16); };
+  auto u64 = [&](std::string& s, uint64_t v) { u32(s, uint32_t(v)), u32(s, uint32_t(v >> 32)); };
+  const uint32_t kMax = 0xffffffffu;
   std::string out, dir;
   for (const auto& [name, data] : files) {
     const uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(data.data()), uInt(data.size())));
@@ -167,15 +171,24 @@ std::string make_zip(const std::vector<std::pair<std::string, std::string>>& fil
     u32(out, 0x04034b50), u16(out, 20), u16(out, 0), u16(out, method), u32(out, 0), u32(out, crc);
     u32(out, uint32_t(stored.size())), u32(out, uint32_t(data.size())), u16(out, uint32_t(name.size())), u16(out, 0);
     out += name + stored;
-    u32(dir, 0x02014b50), u16(dir, 20), u16(dir, 20), u16(dir, 0), u16(dir, method), u32(dir, 0), u32(dir, crc);
-    u32(dir, uint32_t(stored.size())), u32(dir, uint32_t(data.size())), u16(dir, uint32_t(name.size()));
-    u16(dir, 0), u16(dir, 0), u16(dir, 0), u16(dir, 0), u32(dir, 0), u32(dir, offset);
+    u32(dir, 0x02014b50), u16(dir, 45), u16(dir, 45), u16(dir, 0), u16(dir, method), u32(dir, 0), u32(dir, crc);
+    u32(dir, zip64 ? kMax : uint32_t(stored.size())), u32(dir, zip64 ? kMax : uint32_t(data.size()));
+    u16(dir, uint32_t(name.size())), u16(dir, zip64 ? 28 : 0), u16(dir, 0), u16(dir, 0), u16(dir, 0), u32(dir, 0);
+    u32(dir, zip64 ? kMax : offset);
     dir += name;
+    if (zip64) u16(dir, 1), u16(dir, 24), u64(dir, data.size()), u64(dir, stored.size()), u64(dir, offset);
   }
-  const uint32_t dir_offset = uint32_t(out.size());
+  const uint64_t dir_offset = out.size();
   out += dir;
-  u32(out, 0x06054b50), u16(out, 0), u16(out, 0), u16(out, uint32_t(files.size())), u16(out, uint32_t(files.size()));
-  u32(out, uint32_t(dir.size())), u32(out, dir_offset), u16(out, 0);
+  if (zip64) {
+    const uint64_t end64 = out.size();
+    u32(out, 0x06064b50), u64(out, 44), u16(out, 45), u16(out, 45), u32(out, 0), u32(out, 0);
+    u64(out, files.size()), u64(out, files.size()), u64(out, dir.size()), u64(out, dir_offset);
+    u32(out, 0x07064b50), u32(out, 0), u64(out, end64), u32(out, 1);
+  }
+  const uint32_t count = zip64 ? 0xffff : uint32_t(files.size());
+  u32(out, 0x06054b50), u16(out, 0), u16(out, 0), u16(out, count), u16(out, count);
+  u32(out, zip64 ? kMax : uint32_t(dir.size())), u32(out, zip64 ? kMax : uint32_t(dir_offset)), u16(out, 0);
   return out;
 }
 
@@ -342,6 +355,19 @@ TEST(PytorchCheckpoint, BoundsWhatASmallFileMayAllocate) {
   EXPECT_THAT(s.message(), HasSubstr("inflating it"));
 }
 
+TEST(PytorchCheckpoint, ReadsZip64Archives) {
+  const std::string pickle = "\x80\x02}(" + str("a") + tensor("0", 4, 0, {2}, {1}) + str("b") +
+                             tensor("1", 2, 1, {1}, {1}) + "u.";
+  Result<std::shared_ptr<const PytorchCheckpoint>> ok = PytorchCheckpoint::parse(
+      std::make_shared<const std::string>(make_zip(
+          {{"archive/data.pkl", pickle}, {"archive/data/0", floats({1, 2, 3, 4})}, {"archive/data/1", floats({5, 6})}},
+          {"archive/data/1"}, /*zip64=*/true)),
+      "zip64");
+  ASSERT_TRUE(ok.has_value()) << ok.status().to_string();
+  EXPECT_EQ((*ok)->get("a")->data<float>()[1], 2.0f);
+  EXPECT_EQ((*ok)->get("b")->data<float>()[0], 6.0f);
+}
+
 TEST(PytorchCheckpoint, SharedStorageIsReadOnce) {
   // Two tensors over one storage, the second at an offset; a view with the same key must
   // reuse it.
@@ -477,6 +503,7 @@ TEST(PytorchCheckpointFuzz, MutatedArchivesLoadOrFailCleanly) {
   std::mt19937_64 rng(20261202);
   std::vector<Seed> seeds = fuzz_seeds();
   seeds.push_back({"deflated.pth", *read_file(generated_dir() + "/deflated.pth"), fuzz_iterations()});  // zlib's side
+  seeds.push_back({"small.pth as zip64", make_zip(stored_entries(seeds[0].bytes), {}, /*zip64=*/true), fuzz_iterations()});
   for (const Seed& seed : seeds) {
     ASSERT_TRUE(PytorchCheckpoint::parse(std::make_shared<const std::string>(seed.bytes), seed.name).has_value());
     // Hot: the pickle (first entry, at the front) and the directory (at the back).
