@@ -53,9 +53,32 @@ GROUPS = 4
 EPS = 1e-5
 
 
+class Weights(dict):
+    """A state dict that records which tensors the network read, so main() can check that the
+    re-stated architecture uses every tensor of the file (and names none it lacks)."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.used = set()
+
+    def __getitem__(self, key):
+        self.used.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        if key in self:
+            self.used.add(key)
+        return super().get(key, default)
+
+    def check_all_used(self, path):
+        unused = sorted(set(self) - self.used)
+        if unused:
+            raise SystemExit(f"{path}: tensors the network never read: {unused}")
+
+
 def load(path, dtype):
     sd = torch.load(path, map_location="cpu", weights_only=True)
-    return {k: v.to(dtype) for k, v in sd.items()}
+    return Weights((k, v.to(dtype)) for k, v in sd.items())
 
 
 def conv(w, name, x, stride=1):
@@ -178,6 +201,8 @@ def main():
         if "latent" in inputs:
             out["decoded"] = decoder(dec, inputs["latent"].double(), args.variant).float()
         roundtrip = decoder(dec, encoded, args.variant).clamp(0, 1)
+        enc.check_all_used(args.encoder)
+        dec.check_all_used(args.decoder)
         if roundtrip.shape == image.shape:  # sizes not multiples of 8 come back larger
             meta["psnr"] = repr(psnr(roundtrip, image))
             enc32, dec32 = load(args.encoder, torch.float32), load(args.decoder, torch.float32)
