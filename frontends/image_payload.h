@@ -35,6 +35,7 @@ struct ImageParams {
   uint64_t seed = 0;
   int partial_images = 0;         // previews streamed, 0-3, spread over the steps
   PreviewDecoder preview = PreviewDecoder::latent_rgb;
+  bool tiny_decode = false;       // the final image by the tiny autoencoder instead of the VAE (fast, rougher)
   bool report_steps = false;      // an ImageStep partial after every step (progress bars, job status)
 };
 

@@ -53,12 +53,12 @@ std::optional<ApiError> read_prism_fields(const json& object, ImageFields& out) 
   if (!object.is_object()) return invalid_field("prism", std::string("expected an object, got ") + json_type_name(object) + ".");
   static const std::vector<std::string_view> kKnown = {
       "seed", "steps", "guidance_scale", "negative_prompt", "sampler", "shift", "cfg_interval", "cfg_truncation",
-      "cfg_normalization", "cfg_zero_star", "zero_init_steps", "guidance_rescale", "preview"};
+      "cfg_normalization", "cfg_zero_star", "zero_init_steps", "guidance_rescale", "preview", "decoder"};
   for (const auto& [key, value] : object.items())
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
       return invalid_field("prism." + key, "is not a Prism option of this route (known: seed, steps, guidance_scale, "
                                       "negative_prompt, sampler, shift, cfg_interval, cfg_truncation, "
-                                      "cfg_normalization, cfg_zero_star, zero_init_steps, guidance_rescale, preview).");
+                                      "cfg_normalization, cfg_zero_star, zero_init_steps, guidance_rescale, preview, decoder).");
   JsonFields f(object, "prism.");
   if (f.has("seed")) out.seed = uint64_t(f.required_int("seed", 0, std::numeric_limits<int64_t>::max()));
   if (f.has("steps")) out.steps = int(f.required_int("steps", 1, 1000));
@@ -78,6 +78,7 @@ std::optional<ApiError> read_prism_fields(const json& object, ImageFields& out) 
   if (f.has("preview"))
     out.preview = f.optional_enum("preview", {"latent_rgb", "tiny"}, "latent_rgb") == "tiny" ? PreviewDecoder::tiny
                                                                                           : PreviewDecoder::latent_rgb;
+  if (f.has("decoder")) out.tiny_decode = f.optional_enum("decoder", {"vae", "tiny"}, "vae") == "tiny";
   if (f.ok() && f.has("cfg_interval")) {
     const json& v = object["cfg_interval"];
     if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number() || v[0].get<double>() < 0 ||
@@ -294,6 +295,10 @@ std::optional<ApiError> resolve_image_params(const ImageFields& fields, const fr
   out.sampler = fields.sampler.value_or(out.sampler);
   out.shift = fields.shift.value_or(out.shift);
   out.preview = fields.preview.value_or(out.preview);
+  out.tiny_decode = fields.tiny_decode.value_or(false);
+  if (out.tiny_decode && frontend.tiny_autoencoder().empty())
+    return invalid_field("prism.decoder", "\"tiny\" needs a tiny autoencoder for this model's latents (the "
+                                          "deployment's tiny_autoencoder knob); use \"vae\".");
   if (out.preview == PreviewDecoder::tiny && frontend.tiny_autoencoder().empty())
     return invalid_field("prism.preview", "\"tiny\" needs a tiny autoencoder for this model's latents (the "
                                           "deployment's tiny_autoencoder knob); use \"latent_rgb\".");
@@ -320,7 +325,8 @@ json image_params_json(const ImageParams& p, std::string_view negative_prompt) {
           {"cfg_zero_star", p.cfg_zero_star},
           {"zero_init_steps", p.zero_init_steps},
           {"guidance_rescale", p.guidance_rescale},
-          {"preview", p.preview == PreviewDecoder::latent_rgb ? "latent_rgb" : "tiny"}};
+          {"preview", p.preview == PreviewDecoder::latent_rgb ? "latent_rgb" : "tiny"},
+          {"decoder", p.tiny_decode ? "tiny" : "vae"}};
 }
 
 std::string encode_image_b64(const media::Image& image, ImageFileFormat format, int compression) {

@@ -5,7 +5,8 @@
 //        "stream"?: bool, "partial_images"?: 0-3, "priority"?: "online"|"bulk",
 //        "prism"?: {"seed", "steps", "guidance_scale", "negative_prompt", "sampler": "euler"|"unipc",
 //                   "shift", "cfg_interval": [start, stop], "cfg_truncation", "cfg_normalization",
-//                   "cfg_zero_star", "zero_init_steps", "guidance_rescale", "preview": "tiny"|"latent_rgb"}}
+//                   "cfg_zero_star", "zero_init_steps", "guidance_rescale", "preview": "latent_rgb"|"tiny",
+//                   "decoder": "vae"|"tiny"}}
 //   → {"created", "data": [{"b64_json"}], "background", "output_format", "quality", "size",
 //      "usage": {...}, "prism": {every extension, resolved, with the seed used}}
 //   stream: events image_generation.partial_image (previews, partial_image_index 0..k-1 per
@@ -56,6 +57,7 @@ struct ImageFields {
   std::optional<bool> cfg_normalization, cfg_zero_star;
   std::optional<frontends::Sampler> sampler;
   std::optional<frontends::PreviewDecoder> preview;
+  std::optional<bool> tiny_decode;  // "decoder": "vae" | "tiny"
   std::string negative_prompt;
 };
 

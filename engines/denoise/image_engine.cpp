@@ -63,6 +63,7 @@ class ImageEngine final : public serving::Engine {
     PRISM_ASSIGN_OR_RETURN(const std::string text_precision,
                            config_.knobs.get_string("text_encoder_precision", config_.precision));
     PRISM_ASSIGN_OR_RETURN(options.text_encoder_precision, ops::parse_precision(text_precision));
+    PRISM_ASSIGN_OR_RETURN(options.tiny_autoencoder, config_.knobs.get_string("tiny_autoencoder", ""));
     PRISM_ASSIGN_OR_RETURN(pipeline_, ImagePipeline::load(config_.model, options));
     loop_.set_progress_callback([this](const DenoiseProgress& p) { on_progress(p); });
     return Status();
@@ -121,6 +122,8 @@ class ImageEngine final : public serving::Engine {
     const frontends::ImageParams& p = in->params;
     if (in->prompt_tokens.empty() || (p.guidance_scale > 0 && in->negative_tokens.empty()))
       return (void)r->complete(invalid_argument("the prompt has no tokens"));
+    if ((p.preview == frontends::PreviewDecoder::tiny || p.tiny_decode) && !pipeline_->has_tiny_autoencoder())
+      return (void)r->complete(invalid_argument("this deployment has no tiny autoencoder (knob tiny_autoencoder)"));
     Job job;
     job.request = r;
     job.input = in;
@@ -217,7 +220,7 @@ class ImageEngine final : public serving::Engine {
     preview->image_index = image;
     preview->partial_index = sent++;
     preview->step = p.step + 1;
-    preview->image = pipeline_->preview(*p.x0);
+    preview->image = pipeline_->preview(*p.x0, job->input->params.preview == frontends::PreviewDecoder::tiny);
     job->request->emit(std::move(preview));
   }
 
@@ -236,7 +239,7 @@ class ImageEngine final : public serving::Engine {
     const Clock::time_point t0 = Clock::now();
     {
       ComputeTurn turn(compute_, threads_);
-      job->images[size_t(image)] = pipeline_->decode(r.latent);
+      job->images[size_t(image)] = pipeline_->decode(r.latent, job->input->params.tiny_decode);
     }
     metrics_.vae_decode_seconds.observe(seconds_since(t0));
     if (job->finished < job->n) return;  // (a job whose admission failed is completed already)

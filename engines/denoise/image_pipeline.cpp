@@ -64,6 +64,18 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::load(const std::string& di
     return invalid_argument(dir + ": the VAE decodes " + std::to_string(p->vae_->config().latent_channels) +
                             " latent channels but the transformer makes " +
                             std::to_string(p->denoiser_->latent_channels()));
+  if (!options.tiny_autoencoder.empty()) {
+    PRISM_ASSIGN_OR_RETURN(const formats::WeightSource tiny, formats::WeightSource::open(options.tiny_autoencoder));
+    PRISM_ASSIGN_OR_RETURN(models::TaesdDecoder decoder, models::TaesdDecoder::load(tiny));
+    if (decoder.config().latent_channels != p->latent_channels())
+      return invalid_argument(options.tiny_autoencoder + ": the tiny autoencoder decodes " +
+                              std::to_string(decoder.config().latent_channels) + " latent channels, this model makes " +
+                              std::to_string(p->latent_channels()));
+    if (p->vae_factor() != 8)
+      return invalid_argument(options.tiny_autoencoder + ": the tiny autoencoder upsamples 8x, this model's VAE " +
+                              std::to_string(p->vae_factor()) + "x");
+    p->tiny_ = std::move(decoder);
+  }
   PRISM_RETURN_IF_ERROR(p->fit_preview_projection());
   return p;
 }
@@ -116,9 +128,19 @@ Result<DenoiseRequest> ImagePipeline::make_request(int64_t id, const frontends::
   return r;
 }
 
-media::Image ImagePipeline::decode(const Tensor& latent) const {
-  const Tensor z = vae_->unscale_latents(latent.contiguous().unsqueeze(0));
-  const Tensor pixels = models::images_to_uint8(vae_->decode(z, models::VaeTiling{}));  // [1, H, W, 3] u8
+media::Image ImagePipeline::decode(const Tensor& latent, bool tiny) const {
+  Tensor images;  // [1, 3, H, W] f32 in about [-1, 1]
+  if (tiny) {
+    PRISM_CHECK_MSG(tiny_.has_value(), "decode: no tiny autoencoder");
+    // The denoiser's latents as they are: TAESD-layout decoders take them with a scale of 1
+    // (diffusers' AutoencoderTiny), and give RGB in [0, 1].
+    images = tiny_->forward(latent.contiguous().unsqueeze(0));
+    float* px = images.data<float>();
+    for (int64_t i = 0; i < images.numel(); ++i) px[i] = px[i] * 2.0f - 1.0f;
+  } else {
+    images = vae_->decode(vae_->unscale_latents(latent.contiguous().unsqueeze(0)), models::VaeTiling{});
+  }
+  const Tensor pixels = models::images_to_uint8(images);  // [1, H, W, 3] u8
   media::Image image;
   image.height = int(pixels.size(1));
   image.width = int(pixels.size(2));
@@ -126,7 +148,8 @@ media::Image ImagePipeline::decode(const Tensor& latent) const {
   return image;
 }
 
-media::Image ImagePipeline::preview(const Tensor& x0) const {
+media::Image ImagePipeline::preview(const Tensor& x0, bool tiny) const {
+  if (tiny) return decode(x0, /*tiny=*/true);
   const Tensor x = x0.contiguous();
   const int64_t c = x.size(0), h = x.size(1), w = x.size(2), f = vae_factor();
   const float* px = x.data<float>();

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -20,6 +21,7 @@
 #include "media/image.h"
 #include "models/denoiser.h"
 #include "models/encoder.h"
+#include "models/taesd/taesd.h"
 #include "models/vae/autoencoder_kl.h"
 #include "runtime/ops.h"
 
@@ -30,6 +32,9 @@ struct ImagePipelineOptions {
   // The text encoder's linears. It runs once per prompt, not per step, but holds as many bytes
   // as the transformer (Z-Image: 4B parameters beside 6B): int8 halves its 8 GB of bf16.
   ops::Precision text_encoder_precision = ops::Precision::f32;
+  // A TAESD-layout decoder (.pth or .safetensors) for the model's latents: previews "tiny" and
+  // the fast decode. Empty: none (previews use the fitted projection).
+  std::string tiny_autoencoder;
 };
 
 class ImagePipeline {
@@ -48,11 +53,14 @@ class ImagePipeline {
   Result<DenoiseRequest> make_request(int64_t id, const frontends::ImageParams& params, int image_index, Tensor cond,
                                       Tensor uncond) const;
 
-  // The final latent [C, h, w] decoded by the VAE (tiled past one tile) to 8-bit RGB.
-  media::Image decode(const Tensor& latent) const;
-  // A preview of a clean-latent prediction [C, h, w]: each latent cell through the per-channel
-  // linear projection fitted to this VAE at load, upsampled to the image's size.
-  media::Image preview(const Tensor& x0) const;
+  // The final latent [C, h, w] decoded to 8-bit RGB: by the VAE (tiled past one tile), or by
+  // the tiny autoencoder when `tiny` (PRISM_CHECK: has_tiny_autoencoder()).
+  media::Image decode(const Tensor& latent, bool tiny = false) const;
+  // A preview of a clean-latent prediction [C, h, w]: by the tiny autoencoder when `tiny`, else
+  // each latent cell through the per-channel linear projection fitted to this VAE at load,
+  // upsampled to the image's size.
+  media::Image preview(const Tensor& x0, bool tiny = false) const;
+  bool has_tiny_autoencoder() const { return tiny_.has_value(); }
 
   const models::Denoiser& denoiser() const { return *denoiser_; }
   const configs::SchedulerConfig& scheduler() const { return scheduler_; }
@@ -66,6 +74,7 @@ class ImagePipeline {
   std::unique_ptr<models::Encoder> text_encoder_;
   std::unique_ptr<models::Denoiser> denoiser_;
   std::unique_ptr<models::AutoencoderKLDecoder> vae_;
+  std::optional<models::TaesdDecoder> tiny_;
   configs::SchedulerConfig scheduler_;
   std::string pipeline_;  // model_index.json's _class_name
   Tensor latent_rgb_;     // [C + 1, 3] f32: per-channel RGB weights, then the bias row

@@ -92,6 +92,8 @@ TEST(ImagesFields, BadFieldsAreRefusedByName) {
   EXPECT_EQ(refusal(prism({{"zero_init_steps", 9}})).first, "prism.zero_init_steps");  // more than the 8 steps
   EXPECT_EQ(refusal(prism({{"stepz", 3}})).first, "prism.stepz");
   EXPECT_EQ(refusal(prism({{"preview", "tiny"}})).first, "prism.preview");  // no tiny autoencoder configured
+  EXPECT_EQ(refusal(prism({{"decoder", "tiny"}})).first, "prism.decoder");
+  EXPECT_EQ(refusal(prism({{"decoder", "taesd"}})).first, "prism.decoder");
   EXPECT_EQ(refusal(with(base(), "prism", "fast")).first, "prism");
 }
 
