@@ -1,6 +1,7 @@
-// The "image" deployment (engines/denoise/image_engine) over serving, on the tiny random Z-Image
-// directory of tests/reference/z_image_pipeline.py (its reference images are checked by
-// tests/parity/z_image_pipeline_test.cpp; here the engine's serving behaviour): requests through
+// The "image" deployment (engines/denoise/image_engine) over serving, on the demo set's tiny
+// random Z-Image pipeline (tools/demo/demo_image.h, written by C++: no Python here; the
+// pipeline's numbers are checked against diffusers' by tests/parity/z_image_pipeline_test.cpp,
+// here the engine's serving behaviour): requests through
 // Deployment::submit get an image of the asked size; n images come from seeds s, s + 1, ... and
 // equal single-image requests with those seeds; previews arrive at the planned steps and
 // ImageStep partials after every step when asked; cancellation and a deadline stop a request
@@ -22,7 +23,7 @@
 #include "frontends/image_payload.h"
 #include "serving/deployment_set.h"
 #include "test_util/paths.h"
-#include "test_util/reference_io.h"
+#include "tools/demo/demo_image.h"
 
 namespace prism::engines::denoise {
 namespace {
@@ -32,11 +33,16 @@ using frontends::ImagePreview;
 using frontends::ImageStep;
 using ::testing::HasSubstr;
 
-constexpr int kWidth = 40, kHeight = 24;
+constexpr int kWidth = 64, kHeight = 48;  // multiples of 16 (the demo VAE's 8 x the patch 2)
 
+// Written once per test program (each test only reads it).
 Result<std::string> tiny_z_image() {
-  return test::generate_reference("z_image_pipeline.py", "z_image_pipeline",
-                                  "--tokenizer " + test::testdata_dir() + "/tokenizers/gpt2/tokenizer.json");
+  static const Result<std::string> dir = []() -> Result<std::string> {
+    std::string d = test::scratch_dir("image_engine_demo_image");
+    PRISM_RETURN_IF_ERROR(tools::demo::write_demo_image(d));
+    return d;
+  }();
+  return dir;
 }
 
 // What one request got: its partials in order and its result.
