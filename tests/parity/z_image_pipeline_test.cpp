@@ -107,6 +107,8 @@ class ZImagePipelineParity : public ::testing::Test {
       done = loop.step(pipeline.denoiser(), 0);
     }
     PRISM_CHECK_MSG(done.size() == 1 && done[0].status.ok() && done[0].steps_done == kSteps, "one finished image");
+    std::printf("  %s final latent: %s\n", case_name.c_str(),
+                test::compare(done[0].latent, ref("latent_" + case_name)).to_string().c_str());
     EXPECT_TRUE(test::rel_error_within(done[0].latent, ref("latent_" + case_name), latent_bound)) << case_name << " latent";
     return pipeline.decode(done[0].latent);
   }
