@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,10 @@ constexpr const char* kChatTemplate =
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
     "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
     "{%- endif %}";
+
+// Names as std::string from the start: emplacing a string literal into the pair trips GCC 12's
+// -Warray-bounds (a false positive in the inlined pair constructor).
+void add(NamedTensors& w, std::string name, Tensor t) { w.emplace_back(std::move(name), std::move(t)); }
 
 Status write_json(const fs::path& path, const ordered_json& j) {
   std::error_code ec;
@@ -100,8 +105,8 @@ Status write_text_encoder(const fs::path& dir, const DemoLanguageModel& lm, Demo
   NamedTensors w = lm.weights;
   for (int64_t l = 0; l < c["num_hidden_layers"].get<int64_t>(); ++l) {
     const std::string p = "layers." + std::to_string(l) + ".self_attn.";
-    w.emplace_back(p + "q_norm.weight", r.norm_weight(head_dim));
-    w.emplace_back(p + "k_norm.weight", r.norm_weight(head_dim));
+    add(w, p + "q_norm.weight", r.norm_weight(head_dim));
+    add(w, p + "k_norm.weight", r.norm_weight(head_dim));
   }
   PRISM_RETURN_IF_ERROR(write_json(dir / "config.json", c));
   return write_weights(dir / "model.safetensors", std::move(w));
@@ -130,17 +135,17 @@ ordered_json transformer_config(int64_t cap_feat_dim) {
 void append_block(const std::string& p, bool modulation, DemoRandom& r, NamedTensors& w) {
   const int64_t ffn = kDim * 8 / 3, head_dim = kDim / kHeads, adaln = std::min<int64_t>(kDim, 256);
   for (const char* proj : {"to_q", "to_k", "to_v", "to_out.0"})
-    w.emplace_back(p + "attention." + proj + ".weight", r.linear({kDim, kDim}));
-  w.emplace_back(p + "attention.norm_q.weight", r.norm_weight(head_dim));
-  w.emplace_back(p + "attention.norm_k.weight", r.norm_weight(head_dim));
-  w.emplace_back(p + "feed_forward.w1.weight", r.linear({ffn, kDim}));
-  w.emplace_back(p + "feed_forward.w2.weight", r.linear({kDim, ffn}));
-  w.emplace_back(p + "feed_forward.w3.weight", r.linear({ffn, kDim}));
+    add(w, p + "attention." + proj + ".weight", r.linear({kDim, kDim}));
+  add(w, p + "attention.norm_q.weight", r.norm_weight(head_dim));
+  add(w, p + "attention.norm_k.weight", r.norm_weight(head_dim));
+  add(w, p + "feed_forward.w1.weight", r.linear({ffn, kDim}));
+  add(w, p + "feed_forward.w2.weight", r.linear({kDim, ffn}));
+  add(w, p + "feed_forward.w3.weight", r.linear({ffn, kDim}));
   for (const char* norm : {"attention_norm1", "ffn_norm1", "attention_norm2", "ffn_norm2"})
-    w.emplace_back(p + norm + ".weight", r.norm_weight(kDim));
+    add(w, p + norm + ".weight", r.norm_weight(kDim));
   if (modulation) {
-    w.emplace_back(p + "adaLN_modulation.0.weight", r.linear({4 * kDim, adaln}));
-    w.emplace_back(p + "adaLN_modulation.0.bias", r.bias(4 * kDim));
+    add(w, p + "adaLN_modulation.0.weight", r.linear({4 * kDim, adaln}));
+    add(w, p + "adaLN_modulation.0.bias", r.bias(4 * kDim));
   }
 }
 
@@ -148,21 +153,21 @@ Status write_transformer(const fs::path& dir, int64_t cap_feat_dim, DemoRandom& 
   const int64_t patch_in = kPatch * kPatch * kLatentChannels, adaln = std::min<int64_t>(kDim, 256);
   const std::string key = std::to_string(kPatch) + "-1";
   NamedTensors w;
-  w.emplace_back("all_x_embedder." + key + ".weight", r.linear({kDim, patch_in}));
-  w.emplace_back("all_x_embedder." + key + ".bias", r.bias(kDim));
-  w.emplace_back("all_final_layer." + key + ".linear.weight", r.linear({patch_in, kDim}));
-  w.emplace_back("all_final_layer." + key + ".linear.bias", r.bias(patch_in));
-  w.emplace_back("all_final_layer." + key + ".adaLN_modulation.1.weight", r.linear({kDim, adaln}));
-  w.emplace_back("all_final_layer." + key + ".adaLN_modulation.1.bias", r.bias(kDim));
-  w.emplace_back("t_embedder.mlp.0.weight", r.linear({kTimeMid, kTimeFreqs}));
-  w.emplace_back("t_embedder.mlp.0.bias", r.bias(kTimeMid));
-  w.emplace_back("t_embedder.mlp.2.weight", r.linear({adaln, kTimeMid}));
-  w.emplace_back("t_embedder.mlp.2.bias", r.bias(adaln));
-  w.emplace_back("cap_embedder.0.weight", r.norm_weight(cap_feat_dim));
-  w.emplace_back("cap_embedder.1.weight", r.linear({kDim, cap_feat_dim}));
-  w.emplace_back("cap_embedder.1.bias", r.bias(kDim));
-  w.emplace_back("x_pad_token", r.tensor({1, kDim}, 0.0f, 1.0f));
-  w.emplace_back("cap_pad_token", r.tensor({1, kDim}, 0.0f, 1.0f));
+  add(w, "all_x_embedder." + key + ".weight", r.linear({kDim, patch_in}));
+  add(w, "all_x_embedder." + key + ".bias", r.bias(kDim));
+  add(w, "all_final_layer." + key + ".linear.weight", r.linear({patch_in, kDim}));
+  add(w, "all_final_layer." + key + ".linear.bias", r.bias(patch_in));
+  add(w, "all_final_layer." + key + ".adaLN_modulation.1.weight", r.linear({kDim, adaln}));
+  add(w, "all_final_layer." + key + ".adaLN_modulation.1.bias", r.bias(kDim));
+  add(w, "t_embedder.mlp.0.weight", r.linear({kTimeMid, kTimeFreqs}));
+  add(w, "t_embedder.mlp.0.bias", r.bias(kTimeMid));
+  add(w, "t_embedder.mlp.2.weight", r.linear({adaln, kTimeMid}));
+  add(w, "t_embedder.mlp.2.bias", r.bias(adaln));
+  add(w, "cap_embedder.0.weight", r.norm_weight(cap_feat_dim));
+  add(w, "cap_embedder.1.weight", r.linear({kDim, cap_feat_dim}));
+  add(w, "cap_embedder.1.bias", r.bias(kDim));
+  add(w, "x_pad_token", r.tensor({1, kDim}, 0.0f, 1.0f));
+  add(w, "cap_pad_token", r.tensor({1, kDim}, 0.0f, 1.0f));
   for (int64_t i = 0; i < kRefinerLayers; ++i) {
     append_block("noise_refiner." + std::to_string(i) + ".", true, r, w);
     append_block("context_refiner." + std::to_string(i) + ".", false, r, w);
@@ -197,32 +202,32 @@ ordered_json vae_config() {
 }
 
 void append_resnet(const std::string& p, int64_t cin, int64_t cout, DemoRandom& r, NamedTensors& w) {
-  w.emplace_back(p + "norm1.weight", r.norm_weight(cin));
-  w.emplace_back(p + "norm1.bias", r.bias(cin));
-  w.emplace_back(p + "conv1.weight", r.linear({cout, cin, 3, 3}));
-  w.emplace_back(p + "conv1.bias", r.bias(cout));
-  w.emplace_back(p + "norm2.weight", r.norm_weight(cout));
-  w.emplace_back(p + "norm2.bias", r.bias(cout));
-  w.emplace_back(p + "conv2.weight", r.linear({cout, cout, 3, 3}));
-  w.emplace_back(p + "conv2.bias", r.bias(cout));
+  add(w, p + "norm1.weight", r.norm_weight(cin));
+  add(w, p + "norm1.bias", r.bias(cin));
+  add(w, p + "conv1.weight", r.linear({cout, cin, 3, 3}));
+  add(w, p + "conv1.bias", r.bias(cout));
+  add(w, p + "norm2.weight", r.norm_weight(cout));
+  add(w, p + "norm2.bias", r.bias(cout));
+  add(w, p + "conv2.weight", r.linear({cout, cout, 3, 3}));
+  add(w, p + "conv2.bias", r.bias(cout));
   if (cin != cout) {
-    w.emplace_back(p + "conv_shortcut.weight", r.linear({cout, cin, 1, 1}));
-    w.emplace_back(p + "conv_shortcut.bias", r.bias(cout));
+    add(w, p + "conv_shortcut.weight", r.linear({cout, cin, 1, 1}));
+    add(w, p + "conv_shortcut.bias", r.bias(cout));
   }
 }
 
 Status write_vae(const fs::path& dir, DemoRandom& r) {
   const int64_t n = int64_t(std::size(kVaeChannels)), top = kVaeChannels[n - 1];
   NamedTensors w;
-  w.emplace_back("decoder.conv_in.weight", r.linear({top, kLatentChannels, 3, 3}));
-  w.emplace_back("decoder.conv_in.bias", r.bias(top));
+  add(w, "decoder.conv_in.weight", r.linear({top, kLatentChannels, 3, 3}));
+  add(w, "decoder.conv_in.bias", r.bias(top));
   append_resnet("decoder.mid_block.resnets.0.", top, top, r, w);
   const std::string a = "decoder.mid_block.attentions.0.";
-  w.emplace_back(a + "group_norm.weight", r.norm_weight(top));
-  w.emplace_back(a + "group_norm.bias", r.bias(top));
+  add(w, a + "group_norm.weight", r.norm_weight(top));
+  add(w, a + "group_norm.bias", r.bias(top));
   for (const char* proj : {"to_q", "to_k", "to_v", "to_out.0"}) {
-    w.emplace_back(a + proj + ".weight", r.linear({top, top}));
-    w.emplace_back(a + proj + ".bias", r.bias(top));
+    add(w, a + proj + ".weight", r.linear({top, top}));
+    add(w, a + proj + ".bias", r.bias(top));
   }
   append_resnet("decoder.mid_block.resnets.1.", top, top, r, w);
   int64_t prev = top;
@@ -233,15 +238,15 @@ Status write_vae(const fs::path& dir, DemoRandom& r) {
                     j == 0 ? prev : out, out, r, w);
     if (i != n - 1) {
       const std::string up = "decoder.up_blocks." + std::to_string(i) + ".upsamplers.0.conv.";
-      w.emplace_back(up + "weight", r.linear({out, out, 3, 3}));
-      w.emplace_back(up + "bias", r.bias(out));
+      add(w, up + "weight", r.linear({out, out, 3, 3}));
+      add(w, up + "bias", r.bias(out));
     }
     prev = out;
   }
-  w.emplace_back("decoder.conv_norm_out.weight", r.norm_weight(kVaeChannels[0]));
-  w.emplace_back("decoder.conv_norm_out.bias", r.bias(kVaeChannels[0]));
-  w.emplace_back("decoder.conv_out.weight", r.linear({3, kVaeChannels[0], 3, 3}));
-  w.emplace_back("decoder.conv_out.bias", r.bias(3));
+  add(w, "decoder.conv_norm_out.weight", r.norm_weight(kVaeChannels[0]));
+  add(w, "decoder.conv_norm_out.bias", r.bias(kVaeChannels[0]));
+  add(w, "decoder.conv_out.weight", r.linear({3, kVaeChannels[0], 3, 3}));
+  add(w, "decoder.conv_out.bias", r.bias(3));
   PRISM_RETURN_IF_ERROR(write_json(dir / "config.json", vae_config()));
   return write_weights(dir / "diffusion_pytorch_model.safetensors", std::move(w));
 }
