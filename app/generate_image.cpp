@@ -166,7 +166,7 @@ CLI::App* add_generate_image_command(CLI::App& app, GenerateImageOptions& o) {
   cmd->add_option("--size", o.size, "WIDTHxHEIGHT in pixels (default: the model's)");
   cmd->add_option("-n", o.n, "Images, from seeds SEED, SEED + 1, ... (default 1)");
   cmd->add_option("--steps", o.steps, "Denoising steps (default: the model's)");
-  cmd->add_option("--guidance-scale", o.guidance_scale, "Classifier-free guidance scale; 0 turns it off")
+  cmd->add_option("--guidance-scale", o.guidance_scale, "Classifier-free guidance scale; 1 or less turns it off")
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--negative-prompt", o.negative_prompt, "What the guidance steers away from");
   cmd->add_option("--seed", o.seed, "Seed of the initial noise (default: drawn, printed)");
@@ -199,7 +199,7 @@ int run_generate_image(const GenerateImageOptions& o) {
   Result<std::vector<int32_t>> prompt = frontend->prompt_tokens(o.prompt);
   if (!prompt.has_value() || prompt->empty()) return fail("the prompt has no tokens");
   input->prompt_tokens = std::move(prompt).value();
-  if (params->guidance_scale > 0) {
+  if (frontends::uses_cfg(*params)) {
     Result<std::vector<int32_t>> negative = frontend->prompt_tokens(o.negative_prompt);
     if (!negative.has_value() || negative->empty()) return fail("the negative prompt has no tokens");
     input->negative_tokens = std::move(negative).value();

@@ -23,7 +23,7 @@ struct ImageParams {
   int width = 0, height = 0;      // pixels, multiples of ImageFrontend::size_multiple()
   int n = 1;                      // images, each from its own seed (seed, seed + 1, ...)
   int steps = 0;                  // denoising steps
-  float guidance_scale = 0.0f;    // the pipeline's g (pos + g (pos - neg)); 0: no unconditional pass
+  float guidance_scale = 0.0f;    // the pipeline's g (pos + g (pos - neg)); <= 1: no unconditional pass
   float cfg_start = 0.0f, cfg_stop = 1.0f;  // CFG only while int(start N) <= step < int(stop N)
   float cfg_truncation = 1.0f;    // Z-Image's: CFG off once the progress t exceeds it
   bool cfg_normalization = false; // Z-Image's: the guided velocity's norm capped at the conditional's
@@ -38,6 +38,10 @@ struct ImageParams {
   bool tiny_decode = false;       // the final image by the tiny autoencoder instead of the VAE (fast, rougher)
   bool report_steps = false;      // an ImageStep partial after every step (progress bars, job status)
 };
+
+// Whether the request runs classifier-free guidance: ZImagePipeline's do_classifier_free_guidance
+// (g > 1; a scale of 1 or less runs the conditional pass alone, with no negative prompt).
+inline bool uses_cfg(const ImageParams& p) { return p.guidance_scale > 1.0f; }
 
 struct ImageInput final : serving::Payload {
   std::vector<int32_t> prompt_tokens;    // the chat-templated prompt, truncated to the model's maximum

@@ -120,7 +120,7 @@ class ImageEngine final : public serving::Engine {
     const auto* in = dynamic_cast<const frontends::ImageInput*>(r->input.get());
     if (in == nullptr) return (void)r->complete(invalid_argument("the image engine needs a frontends::ImageInput payload"));
     const frontends::ImageParams& p = in->params;
-    if (in->prompt_tokens.empty() || (p.guidance_scale > 0 && in->negative_tokens.empty()))
+    if (in->prompt_tokens.empty() || (frontends::uses_cfg(p) && in->negative_tokens.empty()))
       return (void)r->complete(invalid_argument("the prompt has no tokens"));
     if ((p.preview == frontends::PreviewDecoder::tiny || p.tiny_decode) && !pipeline_->has_tiny_autoencoder())
       return (void)r->complete(invalid_argument("this deployment has no tiny autoencoder (knob tiny_autoencoder)"));
@@ -137,7 +137,7 @@ class ImageEngine final : public serving::Engine {
     {
       ComputeTurn turn(compute_, threads_);
       cond = encode(in->prompt_tokens);
-      if (p.guidance_scale > 0) uncond = encode(in->negative_tokens);
+      if (frontends::uses_cfg(p)) uncond = encode(in->negative_tokens);
     }
     std::optional<int64_t> deadline;
     if (r->deadline != Clock::time_point::max())

@@ -97,7 +97,7 @@ Result<DenoiseRequest> ImagePipeline::make_request(int64_t id, const frontends::
   r.latent_shape = {latent_channels(), h, w};
   r.seed = params.seed + uint64_t(image_index);
   r.cond = std::move(cond);
-  const bool guided = params.guidance_scale > 0.0f;
+  const bool guided = frontends::uses_cfg(params);
   if (guided) r.uncond = std::move(uncond);
 
   configs::SchedulerConfig config = scheduler_;
@@ -116,7 +116,7 @@ Result<DenoiseRequest> ImagePipeline::make_request(int64_t id, const frontends::
   if (params.sampler == frontends::Sampler::euler) r.sampler.kind = SamplerKind::flow_euler;
 
   GuidanceParams& g = r.guidance;
-  g.guidance_scale = 1.0 + params.guidance_scale;  // Z-Image: pos + g (pos - neg)
+  g.guidance_scale = guided ? 1.0 + params.guidance_scale : 1.0;  // Z-Image: pos + g (pos - neg)
   g.interval_start = params.cfg_start;
   g.interval_stop = params.cfg_stop;
   if (params.cfg_truncation < 1.0f) g.cfg_truncation = params.cfg_truncation;

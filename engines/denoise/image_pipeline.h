@@ -49,7 +49,8 @@ class ImagePipeline {
   // The loop's request for image `image_index` of a request with `params`: latent [C, H/8, W/8]
   // from seed params.seed + image_index, the scheduler's sigmas for the step count (dynamic
   // shift from the image's size, or params.shift), the sampler, the guidance (Z-Image's scale g
-  // is the loop's w = 1 + g; no unconditional pass when g is 0). uncond: undefined when g is 0.
+  // is the loop's w = 1 + g; no unconditional pass when g <= 1, as the pipeline's
+  // do_classifier_free_guidance). uncond: undefined without CFG.
   Result<DenoiseRequest> make_request(int64_t id, const frontends::ImageParams& params, int image_index, Tensor cond,
                                       Tensor uncond) const;
 

@@ -95,7 +95,7 @@ test('prism demo init writes the demo set; serve without --config serves it', as
     assert.match(s.logs(), /Hugging Face/);
     assert.ok(fs.existsSync(path.join(fresh, 'prism.toml')));
     const models = await curl([s.url + '/v1/models']);
-    assert.deepEqual(json(models.body).data.map((m) => m.id), ['echo', 'demo-embed', 'demo-chat', 'demo-vlm', 'demo-clip', 'demo-asr']);
+    assert.deepEqual(json(models.body).data.map((m) => m.id), ['echo', 'demo-embed', 'demo-chat', 'demo-vlm', 'demo-clip', 'demo-asr', 'demo-image']);
     const r = await curl(['-X', 'POST', '--data-binary', '{"model":"echo","input":"demo"}', s.url + '/v1/prism/echo']);
     assert.equal(json(r.body).output, 'demo');
   } finally {

@@ -10,6 +10,7 @@
 #include "tools/demo/demo_chat.h"
 #include "tools/demo/demo_clip.h"
 #include "tools/demo/demo_embed.h"
+#include "tools/demo/demo_image.h"
 #include "tools/demo/demo_vlm.h"
 
 namespace prism::tools::demo {
@@ -35,6 +36,7 @@ constexpr DemoModel kDemoModels[] = {
     {"demo-vlm", "chat", write_demo_vlm, kDemoVlmToml},
     {"demo-clip", "embed", write_demo_clip, ""},
     {"demo-asr", "transcribe", write_demo_asr, kDemoAsrToml},
+    {"demo-image", "image", write_demo_image, kDemoImageToml},
 };
 
 // TOML basic string: quotes and backslashes escaped (paths may hold either).
