@@ -93,6 +93,34 @@ DenoiseView DenoiseLoop::view_of(const Running& r) const {
   return v;
 }
 
+void DenoiseLoop::set_precision_schedule(PrecisionSchedule schedule,
+                                         std::map<ops::Precision, const models::Denoiser*> models) {
+  precision_ = std::move(schedule);
+  models_ = std::move(models);
+}
+
+// NOTE: blocks [first, last) of one precision run back to back on one state; a change of
+// precision at block b hands the state to the model loaded at the new one.
+std::vector<Tensor> DenoiseLoop::run_pass(const models::Denoiser& model, const models::DenoiseBatch& batch, int step) {
+  if (precision_.uniform()) return model.predict(batch);
+  const int blocks = model.num_blocks();
+  auto at = [&](int block) -> const models::Denoiser& {
+    const ops::Precision p = precision_.at(step, block);
+    if (p == precision_.default_precision) return model;
+    const auto it = models_.find(p);
+    PRISM_CHECK_MSG(it != models_.end(), "the precision schedule names a precision no model was loaded at");
+    return *it->second;
+  };
+  std::unique_ptr<models::DenoiseState> state = at(0).begin(batch);
+  for (int first = 0; first < blocks;) {
+    int last = first + 1;
+    while (last < blocks && &at(last) == &at(first)) ++last;
+    at(first).run_blocks(*state, first, last);
+    first = last;
+  }
+  return at(std::max(0, blocks - 1)).end(*state);
+}
+
 std::vector<DenoiseResult> DenoiseLoop::step(const models::Denoiser& model, int64_t now_ms) {
   std::vector<DenoiseView> views;
   for (const Running& r : running_) views.push_back(view_of(r));
@@ -108,7 +136,7 @@ std::vector<DenoiseResult> DenoiseLoop::step(const models::Denoiser& model, int6
   Pass pass = build_pass(plan);
   std::vector<Tensor> out;
   if (!pass.batch.latents.empty()) {
-    out = model.predict(pass.batch);
+    out = run_pass(model, pass.batch, pass.stepping.front()->step());
     PRISM_CHECK_MSG(out.size() == pass.batch.latents.size(), "Denoiser::predict returned a row count unlike the batch");
     ++counters_.model_calls;
     counters_.cond_passes += plan.num_cond_rows;

@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "engines/denoise/flow_schedule.h"
 #include "engines/denoise/guidance.h"
+#include "engines/denoise/precision_schedule.h"
 #include "engines/denoise/samplers.h"
 #include "engines/denoise/step_plan.h"
 #include "models/denoiser.h"
@@ -78,6 +79,13 @@ class DenoiseLoop {
   std::vector<DenoiseResult> step(const models::Denoiser& model, int64_t now_ms);
 
   void set_progress_callback(ProgressCallback callback) { progress_ = std::move(callback); }
+  // The precision hook: a pass then runs each range of blocks by the denoiser loaded at the
+  // schedule's precision for it (begin() by block 0's, end() by the last block's), the same
+  // model at other precisions, so their states are interchangeable. The step that decides is
+  // the oldest planned request's: requests sharing a pass share its precisions. `models` must
+  // hold every precision the schedule names, and outlive the loop; step()'s model runs
+  // default_precision. Without a schedule (or a uniform one) step() runs its model whole.
+  void set_precision_schedule(PrecisionSchedule schedule, std::map<ops::Precision, const models::Denoiser*> models);
   size_t num_running() const { return running_.size(); }
   const DenoiseCounters& counters() const { return counters_; }
 
@@ -102,6 +110,7 @@ class DenoiseLoop {
 
   DenoiseView view_of(const Running& r) const;
   Pass build_pass(const DenoiseStepPlan& plan);
+  std::vector<Tensor> run_pass(const models::Denoiser& model, const models::DenoiseBatch& batch, int step);
   void advance(Running& r, const Tensor* cond_v, const Tensor* uncond_v);
   void finish(int64_t id, Status status, std::vector<DenoiseResult>& results);
   int64_t shape_key(const Dims& shape);
@@ -112,6 +121,8 @@ class DenoiseLoop {
   std::map<std::vector<int64_t>, int64_t> shape_keys_;  // latent shape -> its key
   DenoiseCounters counters_;
   ProgressCallback progress_;
+  PrecisionSchedule precision_;
+  std::map<ops::Precision, const models::Denoiser*> models_;  // not owned
 };
 
 }  // namespace prism::engines::denoise

@@ -275,5 +275,55 @@ TEST(DenoiseLoop, RejectsInconsistentRequests) {
   EXPECT_EQ(loop.num_running(), 1u);
 }
 
+// Records, per call, which model ran which part of a pass: the precision hook's effect.
+class RecordingDenoiser final : public ConstantFieldDenoiser {
+ public:
+  RecordingDenoiser(std::string name, std::vector<std::string>* log) : name_(std::move(name)), log_(log) {}
+  std::unique_ptr<models::DenoiseState> begin(const models::DenoiseBatch& batch) const override {
+    log_->push_back(name_ + ":begin");
+    return ConstantFieldDenoiser::begin(batch);
+  }
+  void run_blocks(models::DenoiseState&, int first, int last) const override {
+    log_->push_back(name_ + ":" + std::to_string(first) + "-" + std::to_string(last));
+  }
+  std::vector<Tensor> end(models::DenoiseState& state) const override {
+    log_->push_back(name_ + ":end");
+    return ConstantFieldDenoiser::end(state);
+  }
+  int num_blocks() const override { return 4; }
+
+ private:
+  std::string name_;
+  std::vector<std::string>* log_;
+};
+
+TEST(DenoiseLoop, ThePrecisionScheduleSplitsAPassByBlockRanges) {
+  std::vector<std::string> log;
+  const RecordingDenoiser f32("f32", &log), bf16("bf16", &log);
+  DenoiseLoop loop;
+  // bf16 for the first two steps everywhere, then for blocks 1-2 only.
+  PrecisionSchedule schedule;
+  schedule.rules = {{.first_step = 0, .last_step = 2, .precision = ops::Precision::bf16},
+                    {.first_block = 1, .last_block = 3, .precision = ops::Precision::bf16}};
+  loop.set_precision_schedule(schedule, {{ops::Precision::bf16, &bf16}});
+  ASSERT_TRUE(loop.add(make_request(1, 3, 0.5f)).ok());
+  const std::vector<DenoiseResult> results = run_to_end(loop, f32);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(log, (std::vector<std::string>{"bf16:begin", "bf16:0-4", "bf16:end",                 // step 0
+                                           "bf16:begin", "bf16:0-4", "bf16:end",                 // step 1
+                                           "f32:begin", "f32:0-1", "bf16:1-3", "f32:3-4", "f32:end"}));  // step 2
+
+  // The same request without a schedule: one model, whole passes, the same latent (the fakes agree).
+  std::vector<std::string> plain_log;
+  const RecordingDenoiser plain("f32", &plain_log);
+  DenoiseLoop uniform;
+  ASSERT_TRUE(uniform.add(make_request(1, 3, 0.5f)).ok());
+  const std::vector<DenoiseResult> same = run_to_end(uniform, plain);
+  EXPECT_EQ(plain_log.size(), 9u);  // begin, 0-4, end per step
+  ASSERT_EQ(same.size(), 1u);
+  for (int64_t i = 0; i < same[0].latent.numel(); ++i)
+    EXPECT_EQ(same[0].latent.data<float>()[i], results[0].latent.data<float>()[i]);
+}
+
 }  // namespace
 }  // namespace prism::engines::denoise
