@@ -118,6 +118,13 @@ RopeTable make_rope_table(const Tensor& inv_freq, int64_t max_positions);
 // x: [T, num_heads, head_dim] f32, last dim contiguous (a strided view of a fused QKV is
 // fine); positions: [T] i32. Rotates the first rotary_dim of each head in place.
 void apply_rope(Tensor& x, const Tensor& positions, const RopeTable& table, RopeStyle style);
+// QK-norm and rotation in one pass, in place: each head of x ([T, H, D] f32, last dim
+// contiguous; a strided view of a fused QKV is fine) RMS-normalised over D with weight [D] f32,
+// then its first rotary_dim rotated as apply_rope does. The same floats as
+// x = rms_norm(x, weight, eps) followed by apply_rope on every tier, without the copy and the
+// second pass.
+void rms_norm_rope_(Tensor& x, const Tensor& weight, float eps, const Tensor& positions, const RopeTable& table,
+                    RopeStyle style);
 
 // ---------------------------------------------------------------------------------------
 // Attention: tiled, online-softmax (flash-style) kernels for prefill and decode.
