@@ -10,6 +10,7 @@
 
 #include "runtime/ops.h"
 #include "test_util/eltwise.h"
+#include "test_util/paths.h"
 
 namespace prism {
 namespace {
@@ -116,6 +117,24 @@ TEST(RmsNormRopeTest, SameBitsAsRmsNormThenApplyRope) {
       EXPECT_EQ(std::memcmp(got.data<float>(), unfused.data<float>(), size_t(got.numel()) * 4), 0)
           << c.T << "x" << c.H << "x" << c.D << " rotary " << c.rotary;
     }
+}
+
+// Z-Image's q/k path in PyTorch (tests/reference/op_reference.py rms_norm_rope: RMSNorm, then
+// the interleaved pairs times exp(i angle) as complex numbers, in float64) on its inputs and
+// cos/sin tables. The bound is the one derived above (32 u (|a| + |b|), |a|, |b| < 6 here),
+// asserted as 1e-5 relative plus 2e-5 absolute.
+TEST(RmsNormRopeTest, MatchesPyTorchZImageQkPath) {
+  const int64_t T = 6, H = 3, D = 128, P = 64;
+  const std::string dir = test::scratch_dir("rms_norm_rope");
+  ASSERT_TRUE(test::run_reference("op_reference.py", "rms_norm_rope " + dir).ok());
+  Tensor x = test::read_bin(dir + "/x.bin", {T, H, D}, DType::f32);
+  const Tensor w = test::read_bin(dir + "/weight.bin", {D}, DType::f32);
+  const Tensor pos = test::read_bin(dir + "/pos.bin", {T}, DType::i32);
+  const ops::RopeTable table{test::read_bin(dir + "/cos.bin", {P, D / 2}, DType::f32),
+                             test::read_bin(dir + "/sin.bin", {P, D / 2}, DType::f32), int(D)};
+  const Tensor out = test::read_bin(dir + "/out.bin", {T, H, D}, DType::f32);
+  ops::rms_norm_rope_(x, w, 1e-5f, pos, table, ops::RopeStyle::interleaved);
+  EXPECT_TRUE(test::all_close(x, test::to_doubles(out), 1e-5, 2e-5));
 }
 
 }  // namespace
