@@ -244,6 +244,7 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
     std::printf("%-44s %10s %9s %8s\n", "breakdown (each alone)", "ms", "GFLOP/s", "of peak");
     double total = 0;
     for (const Lin& l : lins) {
+      ArenaScope heap(nullptr);  // the weight and the input outlive the scratch resets
       Tensor wt = Tensor::empty({l.out, l.in}, DType::f32);
       fill_normal(wt.data<float>(), wt.numel(), 12, 0.02f);
       Result<ops::LinearWeight> packed = ops::pack_linear(wt, Tensor(), ops::Precision::bf16);
@@ -252,6 +253,7 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
       fill_normal(in_x.data<float>(), in_x.numel(), 13, 1.0f);
       const double sec = best_seconds([&] {
         scratch.reset();
+        ArenaScope scope(&scratch);
         (void)ops::linear(in_x, *packed);
       });
       const double fl = 2.0 * double(t) * double(l.out) * double(l.in);
@@ -280,6 +282,7 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a long run: show each table as it is done
   if (Status s = select_isa_from_env(std::getenv("PRISM_ISA")); !s.ok()) {
     std::printf("SKIPPED: %s\n", s.message().c_str());
     return 77;
