@@ -10,7 +10,8 @@
 // 2048^3 bf16 matmul, weights pre-reordered) measured in the same run.
 // The weights are random (N(0, 0.02^2)), written once as a one-layer, no-refiner checkpoint
 // in the real layout to a temporary folder and loaded as a deployment would.
-// Usage: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE z_image_block_bench [512|1024|all] [reps]
+// Usage: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE z_image_block_bench [512|1024|all] [reps] [blocks]
+// (blocks: the whole-block table only)
 // (the active tier: PRISM_ISA may force one). Never a test: it asserts nothing.
 #include <unistd.h>
 
@@ -155,7 +156,7 @@ const Variant kVariants[] = {
     {"after (all on)", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = true}},
 };
 
-void bench_resolution(models::ZImageTransformer& model, int64_t side, double peak, int reps) {
+void bench_resolution(models::ZImageTransformer& model, int64_t side, double peak, int reps, bool blocks_only) {
   const configs::ZImageConfig& c = model.config();
   const std::vector<models::ZImageRow> rows = make_rows(c, side);
   const int64_t image_tokens = (side / 16) * (side / 16), t = image_tokens + 128;
@@ -164,11 +165,13 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
   std::printf("\n-- %lldx%lld: %lld tokens (%lld image + 128 caption), %.1f GFLOP per block --\n", (long long)side,
               (long long)side, (long long)t, (long long)image_tokens, block_flops * 1e-9);
 
-  // The whole block, the variants interleaved rep by rep (the machine's load drifts).
+  // The whole block, the variants interleaved rep by rep (the machine's load drifts), in
+  // forward order on even reps and reversed on odd ones (so neither side always runs first).
   std::vector<double> best(std::size(kVariants), 1e30), begin_best(std::size(kVariants), 1e30);
   Arena arena;
   for (int r = 0; r < reps; ++r)
-    for (size_t v = 0; v < std::size(kVariants); ++v) {
+    for (size_t i = 0; i < std::size(kVariants); ++i) {
+      const size_t v = r % 2 == 0 ? i : std::size(kVariants) - 1 - i;
       model.set_kernels(kVariants[v].kernels);
       arena.reset();
       ArenaScope scope(&arena);
@@ -184,6 +187,7 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
     std::printf("%-20s %10.4f %9.1f %7.1f%% %12.2f\n", kVariants[v].name, best[v], block_flops / best[v] * 1e-9,
                 100.0 * block_flops / best[v] * 1e-9 / peak, 1e3 * begin_best[v]);
   std::printf("block speed-up, after vs before: %.3fx\n", best[0] / best[3]);
+  if (blocks_only) return;
 
   // The ops each change replaces, on the block's real tensors.
   const int64_t heads = c.n_heads, hd = c.head_dim();
@@ -289,6 +293,7 @@ int main(int argc, char** argv) {
   }
   const std::string which = argc > 1 ? argv[1] : "all";
   const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
+  const bool blocks_only = argc > 3 && std::string(argv[3]) == "blocks";
   std::printf("z_image_block_bench: tier %s, %d threads, bf16 linears (%s)\n", std::string(isa_name(active_isa())).c_str(),
               num_threads(), ops::linear_path(ops::Precision::bf16).c_str());
   const double peak = onednn_bf16_peak_gflops(2048);
@@ -300,7 +305,7 @@ int main(int argc, char** argv) {
     std::printf("load failed: %s\n", model.status().to_string().c_str());
     return 1;
   }
-  if (which == "512" || which == "all") bench_resolution(**model, 512, peak, reps);
-  if (which == "1024" || which == "all") bench_resolution(**model, 1024, peak, reps);
+  if (which == "512" || which == "all") bench_resolution(**model, 512, peak, reps, blocks_only);
+  if (which == "1024" || which == "all") bench_resolution(**model, 1024, peak, reps, blocks_only);
   return 0;
 }
