@@ -12,11 +12,14 @@
 // caption token i at (1 + i, 0, 0); image token (f, h, w) at (cap_padded + 1 + f, h, w);
 // image pad tokens at (0, 0, 0).
 //
-// Fusion left for later (correctness first): the adaLN scale is folded into the RMSNorm
-// weight (rms_norm(x, w) * (1 + s) = rms_norm(x, w * (1 + s))) and the tanh gate into the
-// post-norm weight, but both still run per row and the pre-norm is copied into one [T, dim]
-// tensor; a row-segmented rms_norm (one weight per row) would drop the copy. The final
-// negation (velocity = -output) could be folded into the final linear at load.
+// Fusions (models::ZImageKernels; each switch off gives the same floats): the adaLN scale is
+// folded into the RMSNorm weight (rms_norm(x, w) * (1 + s) = rms_norm(x, w * (1 + s))) and the
+// tanh gate into the post-norm weight, all rows' weights one [B, dim] tensor run by the
+// row-segmented ops::rms_norm_segments and the one-pass gated residual ops::add_rms_norm_;
+// QK-norm and RoPE are one in-place pass (ops::rms_norm_rope_) on the packed QKV output; a
+// plan per shape (ZImagePlan) is built once. Left: the final negation (velocity = -output)
+// could be folded into the final linear at load; SwiGLU already reads the packed w1|w3 halves
+// in place (one pass), a GEMM epilogue for it would need a w2 input in bf16.
 #include "models/z_image/z_image.h"
 
 #include <algorithm>
