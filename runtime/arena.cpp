@@ -2,6 +2,7 @@
 #include "runtime/arena.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -11,8 +12,10 @@ namespace prism {
 namespace {
 thread_local Arena* g_current_arena = nullptr;
 constexpr size_t kMinBlockBytes = size_t(1) << 20;
+std::atomic<uint64_t> g_aligned_allocations{0};
 
 void* aligned_or_die(size_t bytes) {
+  g_aligned_allocations.fetch_add(1, std::memory_order_relaxed);
   void* p = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
   PRISM_CHECK_MSG(p != nullptr, "out of memory");
   return p;
@@ -75,6 +78,8 @@ ArenaScope::ArenaScope(Arena* arena) : previous_(g_current_arena) { g_current_ar
 ArenaScope::~ArenaScope() { g_current_arena = previous_; }
 
 Arena* current_arena() { return g_current_arena; }
+
+uint64_t aligned_allocations() { return g_aligned_allocations.load(std::memory_order_relaxed); }
 
 std::shared_ptr<void> allocate_aligned(size_t bytes) {
   return std::shared_ptr<void>(aligned_or_die(bytes), [](void* p) { std::free(p); });

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -56,5 +57,9 @@ Arena* current_arena();  // null when none is active on this thread
 
 // 64-byte aligned heap memory, freed when the last owner goes.
 std::shared_ptr<void> allocate_aligned(size_t bytes);
+// How many buffers this process has taken from the heap for tensors and arenas (every
+// allocate_aligned, heap Tensor::empty and arena block), so tests can assert that a steady
+// state takes none.
+uint64_t aligned_allocations();
 
 }  // namespace prism

@@ -79,6 +79,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, const MatmulOptions& options = {
 // Normalisation and activations, over the last dim; x: [..., H] f32 with contiguous rows.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);  // weight, bias: [H] (bias may be undefined)
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);                        // weight: [H]
+// Row-segmented RMSNorm (a batch of rows, each its own weight: an adaLN scale folded in).
+// x, y: [T, H] f32, rows contiguous; weights [B, H] f32 with cu_seqlens [B + 1] i32 (rows
+// [cu[b], cu[b + 1]) take weights[b]), or [H] for all rows (cu_seqlens may be undefined).
+// The same floats as rms_norm of each segment with its weight.
+Tensor rms_norm_segments(const Tensor& x, const Tensor& weights, const Tensor& cu_seqlens, float eps);
+// In place, one pass: x += rms_norm(y, weights of the row's segment) (the gated residual of an
+// adaLN block, its gate folded into the weight). The same floats as add_(x, rms_norm(y, w)).
+void add_rms_norm_(Tensor& x, const Tensor& y, const Tensor& weights, const Tensor& cu_seqlens, float eps);
 Tensor softmax(const Tensor& x);
 enum class GeluForm : uint8_t { erf, tanh };
 Tensor gelu(const Tensor& x, GeluForm form = GeluForm::erf);
@@ -118,6 +126,13 @@ RopeTable make_rope_table(const Tensor& inv_freq, int64_t max_positions);
 // x: [T, num_heads, head_dim] f32, last dim contiguous (a strided view of a fused QKV is
 // fine); positions: [T] i32. Rotates the first rotary_dim of each head in place.
 void apply_rope(Tensor& x, const Tensor& positions, const RopeTable& table, RopeStyle style);
+// QK-norm and rotation in one pass, in place: each head of x ([T, H, D] f32, last dim
+// contiguous; a strided view of a fused QKV is fine) RMS-normalised over D with weight [D] f32,
+// then its first rotary_dim rotated as apply_rope does. The same floats as
+// x = rms_norm(x, weight, eps) followed by apply_rope on every tier, without the copy and the
+// second pass.
+void rms_norm_rope_(Tensor& x, const Tensor& weight, float eps, const Tensor& positions, const RopeTable& table,
+                    RopeStyle style);
 
 // ---------------------------------------------------------------------------------------
 // Attention: tiled, online-softmax (flash-style) kernels for prefill and decode.

@@ -12,15 +12,20 @@
 // caption token i at (1 + i, 0, 0); image token (f, h, w) at (cap_padded + 1 + f, h, w);
 // image pad tokens at (0, 0, 0).
 //
-// Fusion left for later (correctness first): the adaLN scale is folded into the RMSNorm
-// weight (rms_norm(x, w) * (1 + s) = rms_norm(x, w * (1 + s))) and the tanh gate into the
-// post-norm weight, but both still run per row and the pre-norm is copied into one [T, dim]
-// tensor; a row-segmented rms_norm (one weight per row) would drop the copy. The final
-// negation (velocity = -output) could be folded into the final linear at load.
+// Fusions (models::ZImageKernels; each switch off gives the same floats): the adaLN scale is
+// folded into the RMSNorm weight (rms_norm(x, w) * (1 + s) = rms_norm(x, w * (1 + s))) and the
+// tanh gate into the post-norm weight, all rows' weights one [B, dim] tensor run by the
+// row-segmented ops::rms_norm_segments and the one-pass gated residual ops::add_rms_norm_;
+// QK-norm and RoPE are one in-place pass (ops::rms_norm_rope_) on the packed QKV output; a
+// plan per shape (ZImagePlan) is built once. Left: the final negation (velocity = -output)
+// could be folded into the final linear at load; SwiGLU already reads the packed w1|w3 halves
+// in place (one pass), a GEMM epilogue for it would need a w2 input in bf16.
 #include "models/z_image/z_image.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -184,6 +189,7 @@ Segments make_segments(const std::vector<int64_t>& lengths) {
 
 // The per-row norm weights of one modulated block: weight * (1 + scale) before attention and
 // FFN, weight * tanh(gate) after them (the scales and gates folded into the RMSNorms).
+// (The unfused path's form, kept for ZImageKernels::segmented_norms = false.)
 struct RowModulation {
   std::vector<Tensor> attention_norm1, attention_norm2, ffn_norm1, ffn_norm2;  // per row [dim]
 };
@@ -212,6 +218,32 @@ RowModulation row_modulation(const ZImageBlock& L, const Tensor& t_emb, int64_t 
   return m;
 }
 
+// The four norms' weights of one block: [4, B, dim] (attention_norm1, attention_norm2,
+// ffn_norm1, ffn_norm2; row b of each scaled by row b's modulation), or the block's own
+// [dim] weights for the context refiner (no modulation, one weight for all rows).
+// NOTE: the products round as row_modulation's ops do (w * (s + 1), w * tanh(g)), so both
+// paths see the same weights.
+struct NormWeights {
+  Tensor attention_norm1, attention_norm2, ffn_norm1, ffn_norm2;  // [B, dim] or [dim]
+};
+
+NormWeights norm_weights(const ZImageBlock& L, const Tensor& t_emb, int64_t dim) {
+  if (!L.adaLN_modulation.defined()) return {L.attention_norm1, L.attention_norm2, L.ffn_norm1, L.ffn_norm2};
+  const Tensor mod = ops::linear(t_emb, L.adaLN_modulation);  // [B, 4 dim]: scale_msa, gate_msa, scale_mlp, gate_mlp
+  const int64_t rows = mod.size(0);
+  Tensor w = Tensor::empty({4, rows, dim}, DType::f32);  // [4, B, dim]
+  const float* base[4] = {L.attention_norm1.data<float>(), L.attention_norm2.data<float>(), L.ffn_norm1.data<float>(),
+                          L.ffn_norm2.data<float>()};
+  for (int64_t k = 0; k < 4; ++k)
+    for (int64_t b = 0; b < rows; ++b) {
+      const float* m = mod.data<float>() + b * 4 * dim + k * dim;
+      float* out = w.data<float>() + (k * rows + b) * dim;
+      const bool gate = k % 2 == 1;  // gate_msa, gate_mlp
+      for (int64_t i = 0; i < dim; ++i) out[i] = base[k][i] * (gate ? std::tanh(m[i]) : m[i] + 1.0f);
+    }
+  return {w.select(0, 0), w.select(0, 1), w.select(0, 2), w.select(0, 3)};
+}
+
 // rms_norm of each row's tokens with that row's weight, into one [T, dim] tensor.
 Tensor rms_norm_rows(const Tensor& x, const std::vector<Tensor>& weights, const Segments& seg, float eps) {
   Tensor out = Tensor::empty(x.shape(), DType::f32);
@@ -233,19 +265,24 @@ void add_rms_norm_rows(Tensor& x, const Tensor& y, const std::vector<Tensor>& we
 }
 
 // The attention of a block on normed input h [T, dim]; returns to_out's output [T, dim].
-Tensor block_attention(const ZImageBlock& L, const ZImageConfig& c, const Tensor& h, const Segments& seg,
-                       const Tensor& positions, const ops::RopeTable& rope) {
+Tensor block_attention(const ZImageBlock& L, const ZImageConfig& c, const ZImageKernels& kernels, const Tensor& h,
+                       const Segments& seg, const Tensor& positions, const ops::RopeTable& rope) {
   const int64_t t = h.size(0), heads = c.n_heads, hd = c.head_dim();
   const Tensor qkv = ops::linear(h, L.attention_to_qkv).view({t, 3 * heads, hd});  // [T, 3 H, D]
   Tensor q = qkv.slice(1, 0, heads);  // [T, H, D] strided views of qkv
   Tensor k = qkv.slice(1, heads, 2 * heads);
   const Tensor v = qkv.slice(1, 2 * heads, 3 * heads);
-  if (c.qk_norm) {
-    q = ops::rms_norm(q, L.attention_norm_q, kQkNormEps);  // [T, H, D] over each head
-    k = ops::rms_norm(k, L.attention_norm_k, kQkNormEps);
+  if (c.qk_norm && kernels.qk_norm_rope) {
+    ops::rms_norm_rope_(q, L.attention_norm_q, kQkNormEps, positions, rope, ops::RopeStyle::interleaved);  // in qkv
+    ops::rms_norm_rope_(k, L.attention_norm_k, kQkNormEps, positions, rope, ops::RopeStyle::interleaved);
+  } else {
+    if (c.qk_norm) {
+      q = ops::rms_norm(q, L.attention_norm_q, kQkNormEps);  // [T, H, D] over each head
+      k = ops::rms_norm(k, L.attention_norm_k, kQkNormEps);
+    }
+    ops::apply_rope(q, positions, rope, ops::RopeStyle::interleaved);  // complex pairs (2i, 2i + 1)
+    ops::apply_rope(k, positions, rope, ops::RopeStyle::interleaved);
   }
-  ops::apply_rope(q, positions, rope, ops::RopeStyle::interleaved);  // complex pairs (2i, 2i + 1)
-  ops::apply_rope(k, positions, rope, ops::RopeStyle::interleaved);
   const Tensor a = ops::attention(q, k, v, {seg.cu_seqlens, seg.cu_seqlens, Tensor()}, {.causal = false});  // [T, H, D]
   return ops::linear(a.view({t, heads * hd}), L.attention_to_out);  // [T, dim]
 }
@@ -255,33 +292,49 @@ Tensor block_feed_forward(const ZImageBlock& L, int64_t inter, const Tensor& h) 
   return ops::linear(ops::swiglu(w13.slice(1, 0, inter), w13.slice(1, inter, 2 * inter)), L.feed_forward_w2);  // [T, dim]
 }
 
-// One ZImageTransformerBlock on x [T, dim] in place. t_emb [B, adaln] for modulated blocks,
-// undefined for the context refiner's. positions index rope's rows.
-void block_forward(const ZImageBlock& L, const ZImageConfig& c, Tensor& x, const Segments& seg,
-                   const Tensor& positions, const ops::RopeTable& rope, const Tensor& t_emb) {
+// The same block on the unfused path (ZImageKernels::segmented_norms off).
+void block_forward_per_row(const ZImageBlock& L, const ZImageConfig& c, const ZImageKernels& kernels, Tensor& x,
+                           const Segments& seg, const Tensor& positions, const ops::RopeTable& rope,
+                           const Tensor& t_emb) {
   const float eps = float(c.norm_eps);
   if (!L.adaLN_modulation.defined()) {
-    const Tensor a = block_attention(L, c, ops::rms_norm(x, L.attention_norm1, eps), seg, positions, rope);
+    const Tensor a = block_attention(L, c, kernels, ops::rms_norm(x, L.attention_norm1, eps), seg, positions, rope);
     ops::add_(x, ops::rms_norm(a, L.attention_norm2, eps));
     const Tensor f = block_feed_forward(L, c.ffn_hidden(), ops::rms_norm(x, L.ffn_norm1, eps));
     ops::add_(x, ops::rms_norm(f, L.ffn_norm2, eps));
     return;
   }
   const RowModulation m = row_modulation(L, t_emb, c.dim);
-  const Tensor a = block_attention(L, c, rms_norm_rows(x, m.attention_norm1, seg, eps), seg, positions, rope);
-  add_rms_norm_rows(x, a, m.attention_norm2, seg, eps);  // x += tanh(gate_msa) * attention_norm2(a)
+  const Tensor a = block_attention(L, c, kernels, rms_norm_rows(x, m.attention_norm1, seg, eps), seg, positions, rope);
+  add_rms_norm_rows(x, a, m.attention_norm2, seg, eps);
   const Tensor f = block_feed_forward(L, c.ffn_hidden(), rms_norm_rows(x, m.ffn_norm1, seg, eps));
-  add_rms_norm_rows(x, f, m.ffn_norm2, seg, eps);  // x += tanh(gate_mlp) * ffn_norm2(f)
+  add_rms_norm_rows(x, f, m.ffn_norm2, seg, eps);
+}
+
+// One ZImageTransformerBlock on x [T, dim] in place. t_emb [B, adaln] for modulated blocks,
+// undefined for the context refiner's. positions index rope's rows.
+void block_forward(const ZImageBlock& L, const ZImageConfig& c, const ZImageKernels& kernels, Tensor& x,
+                   const Segments& seg, const Tensor& positions, const ops::RopeTable& rope, const Tensor& t_emb) {
+  if (!kernels.segmented_norms) return block_forward_per_row(L, c, kernels, x, seg, positions, rope, t_emb);
+  const float eps = float(c.norm_eps);
+  const Tensor& cu = seg.cu_seqlens;
+  const NormWeights w = norm_weights(L, t_emb, c.dim);  // each [B, dim] (modulated) or [dim]
+  const Tensor a = block_attention(L, c, kernels, ops::rms_norm_segments(x, w.attention_norm1, cu, eps), seg, positions,
+                                   rope);  // [T, dim]
+  ops::add_rms_norm_(x, a, w.attention_norm2, cu, eps);  // x += tanh(gate_msa) * attention_norm2(a)
+  const Tensor f = block_feed_forward(L, c.ffn_hidden(), ops::rms_norm_segments(x, w.ffn_norm1, cu, eps));  // [T, dim]
+  ops::add_rms_norm_(x, f, w.ffn_norm2, cu, eps);  // x += tanh(gate_mlp) * ffn_norm2(f)
 }
 
 // A stack of blocks over x, intermediates in the scratch arena reset per block.
-void run_stack(const std::vector<ZImageBlock>& blocks, int64_t first, int64_t last, const ZImageConfig& c, Tensor& x,
-               const Segments& seg, const Tensor& positions, const ops::RopeTable& rope, const Tensor& t_emb) {
+void run_stack(const std::vector<ZImageBlock>& blocks, int64_t first, int64_t last, const ZImageConfig& c,
+               const ZImageKernels& kernels, Tensor& x, const Segments& seg, const Tensor& positions,
+               const ops::RopeTable& rope, const Tensor& t_emb) {
   Arena& scratch = common::scratch_arena();
   for (int64_t l = first; l < last; ++l) {
     scratch.reset();
     ArenaScope scope(&scratch);
-    block_forward(blocks[l], c, x, seg, positions, rope, t_emb);
+    block_forward(blocks[l], c, kernels, x, seg, positions, rope, t_emb);
   }
   scratch.reset();
 }
@@ -322,12 +375,8 @@ void fill_rows(Tensor& dst, int64_t r, int64_t n, const Tensor& token) {
   for (int64_t i = 0; i < n; ++i) dst.slice(0, r + i, r + i + 1).copy_from(token);
 }
 
-// The rows' token counts and places in the unified sequence, and its cu_seqlens (in the
-// current arena).
-std::unique_ptr<ZImageState> plan_rows(const ZImageConfig& c, const std::vector<ZImageRow>& rows) {
-  auto st = std::make_unique<ZImageState>();
-  std::vector<int64_t> unified_lens;
-  int64_t start = 0;
+void check_rows(const ZImageConfig& c, const std::vector<ZImageRow>& rows) {
+  PRISM_CHECK_MSG(!rows.empty(), "z-image: begin needs at least one row");
   for (const ZImageRow& row : rows) {
     const Tensor& x = row.x;
     PRISM_CHECK_MSG(x.dim() == 4 && x.size(0) == c.in_channels && x.dtype() == DType::f32 && x.size(1) >= 1 &&
@@ -336,6 +385,15 @@ std::unique_ptr<ZImageState> plan_rows(const ZImageConfig& c, const std::vector<
     PRISM_CHECK_MSG(row.cap_feats.dim() == 2 && row.cap_feats.size(0) >= 1 &&
                         row.cap_feats.size(1) == c.cap_feat_dim && row.cap_feats.dtype() == DType::f32,
                     "z-image: cap_feats must be [L >= 1, cap_feat_dim] f32");
+  }
+}
+
+// The rows' token counts and places in the unified sequence (rows checked by check_rows).
+std::vector<ZImageState::Row> plan_rows(const std::vector<ZImageRow>& rows) {
+  std::vector<ZImageState::Row> plan;
+  int64_t start = 0;
+  for (const ZImageRow& row : rows) {
+    const Tensor& x = row.x;
     ZImageState::Row r;
     r.frames = x.size(1);
     r.height = x.size(2);
@@ -345,12 +403,9 @@ std::unique_ptr<ZImageState> plan_rows(const ZImageConfig& c, const std::vector<
     r.cap_padded = ZImageConfig::padded(row.cap_feats.size(0));
     r.start = start;
     start += r.image_padded + r.cap_padded;
-    st->rows.push_back(r);
-    st->latent_shapes.push_back({c.in_channels, r.frames, r.height, r.width});
-    unified_lens.push_back(r.image_padded + r.cap_padded);
+    plan.push_back(r);
   }
-  st->cu_seqlens = make_segments(unified_lens).cu_seqlens;
-  return st;
+  return plan;
 }
 
 // x_img [N_img, dim] (each row's padded image tokens): all_x_embedder of the patches, then
@@ -399,9 +454,34 @@ void embed_caption_tokens(const ZImageConfig& c, const ZImageWeights& w, const s
   }
 }
 
+}  // namespace
+
+// NOTE: the static plan. Everything a pass derives from its rows' shapes alone (latent F, H,
+// W and caption length per row): the rows' places, the three sequences' cu_seqlens, every
+// token's position and rotation row, the refiners' token indices. A denoising loop runs the
+// same shapes every step, so it is built once per shape (on the heap) and shared, immutable,
+// by every pass of that shape.
+struct ZImagePlan {
+  std::vector<ZImageState::Row> rows;
+  Segments unified, image, caption;  // the unified sequence, the noise and the context refiner's
+  Tensor positions;                  // [T] i32: 0..T-1, each token's row of rope
+  Tensor image_positions, caption_positions;  // [N_img], [N_cap] i32: the refiners' tokens' rows of rope
+  ops::RopeTable rope;               // cos, sin [T, head_dim / 2]
+};
+
+// The plans of the last few shapes (a server alternates a handful of resolutions), keyed by
+// (F, H, W, caption length) per row.
+struct ZImagePlanCache {
+  static constexpr size_t kShapes = 4;
+  std::mutex mu;
+  std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const ZImagePlan>>> plans;  // most recent last
+};
+
+namespace {
+
 // The positions of every token of the unified sequence and their rotation table.
-void layout_positions(const ZImageConfig& c, const ZImageWeights& w, ZImageState& st) {
-  const int64_t total = st.cu_seqlens.data<int32_t>()[st.rows.size()], half = c.head_dim() / 2;
+void layout_positions(const ZImageConfig& c, const ZImageWeights& w, ZImagePlan& plan) {
+  const int64_t total = plan.unified.total(), half = c.head_dim() / 2;
   Tensor cos = Tensor::empty({total, half}, DType::f32), sin = Tensor::empty({total, half}, DType::f32);
   Tensor positions = Tensor::empty({total}, DType::i32);
   int32_t* pp = positions.data<int32_t>();
@@ -419,7 +499,7 @@ void layout_positions(const ZImageConfig& c, const ZImageWeights& w, ZImageState
       off += n;
     }
   };
-  for (const ZImageState::Row& r : st.rows) {
+  for (const ZImageState::Row& r : plan.rows) {
     const int64_t ht = r.height / 2, wt = r.width / 2;
     for (int64_t i = 0; i < r.image_padded; ++i) {
       if (i < r.image_tokens) set(r.start + i, {r.cap_padded + 1 + i / (ht * wt), (i / wt) % ht, i % wt});
@@ -427,14 +507,14 @@ void layout_positions(const ZImageConfig& c, const ZImageWeights& w, ZImageState
     }
     for (int64_t i = 0; i < r.cap_padded; ++i) set(r.start + r.image_padded + i, {1 + i, 0, 0});
   }
-  st.positions = positions;
-  st.rope = {cos, sin, int(c.head_dim())};
+  plan.positions = positions;
+  plan.rope = {cos, sin, int(c.head_dim())};
 }
 
 // Token indices (into the unified sequence) of each row's image or caption part, back to back.
-Tensor part_positions(const ZImageState& st, bool image) {
+Tensor part_positions(const std::vector<ZImageState::Row>& rows, bool image) {
   std::vector<int32_t> idx;
-  for (const ZImageState::Row& r : st.rows) {
+  for (const ZImageState::Row& r : rows) {
     const int64_t from = image ? r.start : r.start + r.image_padded;
     const int64_t n = image ? r.image_padded : r.cap_padded;
     for (int64_t i = 0; i < n; ++i) idx.push_back(int32_t(from + i));
@@ -442,20 +522,80 @@ Tensor part_positions(const ZImageState& st, bool image) {
   return Tensor::from<int32_t>(idx, {int64_t(idx.size())});
 }
 
+// The plan of these rows' shapes, on the heap.
+std::shared_ptr<const ZImagePlan> make_plan(const ZImageConfig& c, const ZImageWeights& w,
+                                            const std::vector<ZImageRow>& rows) {
+  ArenaScope heap(nullptr);  // the plan outlives every arena reset
+  auto plan = std::make_shared<ZImagePlan>();
+  plan->rows = plan_rows(rows);
+  std::vector<int64_t> unified_lens, image_lens, cap_lens;
+  for (const ZImageState::Row& r : plan->rows) {
+    unified_lens.push_back(r.image_padded + r.cap_padded);
+    image_lens.push_back(r.image_padded);
+    cap_lens.push_back(r.cap_padded);
+  }
+  plan->unified = make_segments(unified_lens);
+  plan->image = make_segments(image_lens);
+  plan->caption = make_segments(cap_lens);
+  layout_positions(c, w, *plan);
+  plan->image_positions = part_positions(plan->rows, true);
+  plan->caption_positions = part_positions(plan->rows, false);
+  return plan;
+}
+
+// What the plan is keyed by: (F, H, W, caption length) per row.
+std::vector<int64_t> plan_key(const std::vector<ZImageRow>& rows) {
+  std::vector<int64_t> key;
+  for (const ZImageRow& row : rows) {
+    const Dims& s = row.x.shape();
+    key.insert(key.end(), {s.size() > 1 ? s[1] : 0, s.size() > 2 ? s[2] : 0, s.size() > 3 ? s[3] : 0,
+                           row.cap_feats.dim() > 0 ? row.cap_feats.size(0) : 0});
+  }
+  return key;
+}
+
+// The per-thread arena the refiners' streams live in during begin() (static plan): reset at
+// every begin(), one allocation of the same size for the same shape, so it grows only once.
+Arena& stream_arena() {
+  thread_local Arena arena;
+  return arena;
+}
+
 }  // namespace
 
 // ---- ZImageTransformer ---------------------------------------------------------------------
 
 ZImageTransformer::ZImageTransformer(ZImageConfig config, std::unique_ptr<ZImageWeights> weights)
-    : c_(std::move(config)), w_(std::move(weights)) {}
+    : c_(std::move(config)), w_(std::move(weights)), plans_(std::make_unique<ZImagePlanCache>()) {}
 
 ZImageTransformer::~ZImageTransformer() = default;
 
+std::shared_ptr<const ZImagePlan> ZImageTransformer::plan_for(const std::vector<ZImageRow>& rows) const {
+  if (!kernels_.static_plan) return make_plan(c_, *w_, rows);
+  const std::vector<int64_t> key = plan_key(rows);
+  std::lock_guard<std::mutex> lock(plans_->mu);
+  auto& plans = plans_->plans;
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (plans[i].first == key) {
+      std::rotate(plans.begin() + int64_t(i), plans.begin() + int64_t(i) + 1, plans.end());  // now the most recent
+      return plans.back().second;
+    }
+  if (plans.size() == ZImagePlanCache::kShapes) plans.erase(plans.begin());
+  plans.emplace_back(key, make_plan(c_, *w_, rows));
+  return plans.back().second;
+}
+
 std::unique_ptr<ZImageState> ZImageTransformer::begin(const std::vector<ZImageRow>& rows) const {
-  PRISM_CHECK_MSG(!rows.empty(), "z-image: begin needs at least one row");
+  check_rows(c_, rows);
   Arena* const result_arena = current_arena();  // the caller's (null: heap): the state lives there
-  std::unique_ptr<ZImageState> st = plan_rows(c_, rows);
-  layout_positions(c_, *w_, *st);
+  auto st = std::make_unique<ZImageState>();
+  st->plan = plan_for(rows);
+  const ZImagePlan& plan = *st->plan;
+  st->rows = plan.rows;
+  st->cu_seqlens = plan.unified.cu_seqlens;
+  st->positions = plan.positions;
+  st->rope = plan.rope;
+  for (const ZImageState::Row& r : plan.rows) st->latent_shapes.push_back({c_.in_channels, r.frames, r.height, r.width});
   Arena& scratch = common::scratch_arena();
   scratch.reset();
   {
@@ -466,14 +606,17 @@ std::unique_ptr<ZImageState> ZImageTransformer::begin(const std::vector<ZImageRo
     ArenaScope result(result_arena);
     st->t_emb = ops::linear(h, w_->t_embedder_mlp2);  // [B, adaln]
   }
-  std::vector<int64_t> image_lens, cap_lens;
-  for (const ZImageState::Row& r : st->rows) {
-    image_lens.push_back(r.image_padded);
-    cap_lens.push_back(r.cap_padded);
-  }
-  const Segments image_seg = make_segments(image_lens), cap_seg = make_segments(cap_lens);
+  const Segments &image_seg = plan.image, &cap_seg = plan.caption;
   Tensor x_img, cap;
-  {
+  if (kernels_.static_plan) {
+    // One buffer for both streams: the arena's one block is the same size every step.
+    Arena& streams = stream_arena();
+    streams.reset();
+    ArenaScope scope(&streams);
+    const Tensor both = Tensor::empty({image_seg.total() + cap_seg.total(), c_.dim}, DType::f32);
+    x_img = both.slice(0, 0, image_seg.total());                            // [N_img, dim]
+    cap = both.slice(0, image_seg.total(), image_seg.total() + cap_seg.total());  // [N_cap, dim]
+  } else {
     ArenaScope heap(nullptr);  // the refiners' streams outlive the per-block scratch resets
     x_img = Tensor::empty({image_seg.total(), c_.dim}, DType::f32);  // [N_img, dim]
     cap = Tensor::empty({cap_seg.total(), c_.dim}, DType::f32);      // [N_cap, dim]
@@ -483,12 +626,10 @@ std::unique_ptr<ZImageState> ZImageTransformer::begin(const std::vector<ZImageRo
     embed_image_tokens(c_, *w_, rows, st->rows, image_seg, x_img);
     embed_caption_tokens(c_, *w_, rows, st->rows, cap_seg, cap);
   }
-  const Tensor image_pos = part_positions(*st, true), cap_pos = part_positions(*st, false);  // [N_img], [N_cap] i32
   const int64_t refiners = c_.n_refiner_layers;
-  run_stack(w_->noise_refiner, 0, refiners, c_, x_img, image_seg, image_pos, st->rope, st->t_emb);
-  run_stack(w_->context_refiner, 0, refiners, c_, cap, cap_seg, cap_pos, st->rope, Tensor());
-  const int64_t total = st->cu_seqlens.data<int32_t>()[rows.size()];
-  st->hidden = Tensor::empty({total, c_.dim}, DType::f32);  // [T, dim]: per row image, then caption
+  run_stack(w_->noise_refiner, 0, refiners, c_, kernels_, x_img, image_seg, plan.image_positions, st->rope, st->t_emb);
+  run_stack(w_->context_refiner, 0, refiners, c_, kernels_, cap, cap_seg, plan.caption_positions, st->rope, Tensor());
+  st->hidden = Tensor::empty({plan.unified.total(), c_.dim}, DType::f32);  // [T, dim]: per row image, then caption
   for (size_t b = 0; b < rows.size(); ++b) {
     const ZImageState::Row& r = st->rows[b];
     st->hidden.slice(0, r.start, r.start + r.image_padded)
@@ -501,13 +642,11 @@ std::unique_ptr<ZImageState> ZImageTransformer::begin(const std::vector<ZImageRo
 
 void ZImageTransformer::run_layers(ZImageState& st, int first, int last) const {
   PRISM_CHECK_MSG(0 <= first && first <= last && last <= c_.n_layers, "z-image: run_layers range outside [0, n_layers]");
-  Segments seg;
-  const int32_t* cu = st.cu_seqlens.data<int32_t>();
-  seg.cu_seqlens = st.cu_seqlens;
-  seg.starts.assign(cu, cu + st.cu_seqlens.size(0));
+  PRISM_CHECK_MSG(st.plan != nullptr, "z-image: a state not made by begin()");
+  const Segments& seg = st.plan->unified;
   PRISM_CHECK_MSG(st.hidden.dim() == 2 && st.hidden.size(0) == seg.total() && st.hidden.size(1) == c_.dim &&
                       st.hidden.is_contiguous(), "z-image: state.hidden must stay [T, dim] contiguous");
-  run_stack(w_->layers, first, last, c_, st.hidden, seg, st.positions, st.rope, st.t_emb);
+  run_stack(w_->layers, first, last, c_, kernels_, st.hidden, seg, st.positions, st.rope, st.t_emb);
 }
 
 std::vector<Tensor> ZImageTransformer::end(ZImageState& st) const {

@@ -17,7 +17,9 @@
 
 namespace prism::models {
 
-struct ZImageWeights;  // models/z_image/z_image.cpp
+struct ZImageWeights;    // models/z_image/z_image.cpp
+struct ZImagePlan;       // models/z_image/z_image.cpp: what a pass derives from its rows' shapes alone
+struct ZImagePlanCache;  // models/z_image/z_image.cpp: the plans of the shapes seen last
 
 // The pass between begin() and end(). hidden is the unified sequence; the rest is the
 // model's own (engines see only DenoiseState::hidden).
@@ -35,6 +37,24 @@ struct ZImageState : DenoiseState {
   Tensor positions;   // [T] i32: 0..T-1, each token's row of rope
   ops::RopeTable rope;  // cos, sin [T, head_dim / 2]: each token's three-axis rotation
   std::vector<Dims> latent_shapes;  // per row, the shape end() returns (the Denoiser's)
+  std::shared_ptr<const ZImagePlan> plan;  // the rows' shapes' plan: cu_seqlens, positions, rope point into it
+};
+
+// Which fused kernels the pass runs and whether it keeps a plan per shape. All on by default;
+// each off restores the earlier path, which gives the same floats (tests compare the two bit
+// for bit). Kept so a bench can time both in one process.
+struct ZImageKernels {
+  // ops::rms_norm_rope_ in place on the q and k views of the packed QKV output. Off: rms_norm
+  // (a contiguous copy of q and of k), then apply_rope over each.
+  bool qk_norm_rope = true;
+  // The adaLN weights of all rows as one [B, dim] tensor per norm, ops::rms_norm_segments
+  // before attention and FFN and the one-pass gated residual ops::add_rms_norm_ after them.
+  // Off: rms_norm per row copied into a [T, dim] tensor; rms_norm then add_ per row.
+  bool segmented_norms = true;
+  // The shape's plan (cu_seqlens, positions, rotation table, token indices) built once and
+  // reused; the refiners' streams in a per-thread arena. Off: all rebuilt, and the streams
+  // heap-allocated, at every begin().
+  bool static_plan = true;
 };
 
 // One row of diffusers' forward: x[i], t[i], cap_feats[i].
@@ -70,12 +90,20 @@ class ZImageTransformer {
   std::vector<Tensor> end(ZImageState& state) const;
 
   const configs::ZImageConfig& config() const { return c_; }
+  // For benches and tests comparing the paths; not while a pass runs.
+  void set_kernels(const ZImageKernels& kernels) { kernels_ = kernels; }
+  const ZImageKernels& kernels() const { return kernels_; }
   double flops(int64_t image_tokens, int64_t cap_tokens) const { return z_image_flops(c_, image_tokens, cap_tokens); }
   int64_t weight_bytes() const;  // what one pass streams of the packed linears
 
  private:
+  // The plan of these rows' shapes: the cached one (static_plan) or a fresh one.
+  std::shared_ptr<const ZImagePlan> plan_for(const std::vector<ZImageRow>& rows) const;
+
   configs::ZImageConfig c_;
   std::unique_ptr<ZImageWeights> w_;
+  ZImageKernels kernels_;
+  std::unique_ptr<ZImagePlanCache> plans_;
 };
 
 // dir: a Z-Image model directory (model_index.json naming a transformer/ folder) or the

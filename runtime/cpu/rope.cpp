@@ -81,4 +81,38 @@ void apply_rope(Tensor& x, const Tensor& positions, const RopeTable& table, Rope
   });
 }
 
+void rms_norm_rope_(Tensor& x, const Tensor& weight, float eps, const Tensor& positions, const RopeTable& table,
+                    RopeStyle style) {
+  PRISM_CHECK_MSG(x.dtype() == DType::f32 && x.dim() == 3 && x.stride(2) == 1,
+                  "rms_norm_rope_: x must be [T, H, D] f32 with a contiguous last dim");
+  const int64_t num_tokens = x.size(0), num_heads = x.size(1), d = x.size(2);
+  PRISM_CHECK_MSG(weight.dtype() == DType::f32 && weight.dim() == 1 && weight.size(0) == d && weight.is_contiguous(),
+                  "rms_norm_rope_: weight must be [head_dim] f32, contiguous");
+  PRISM_CHECK_MSG(positions.dim() == 1 && positions.size(0) == num_tokens &&
+                      (positions.dtype() == DType::i32 || positions.dtype() == DType::i64),
+                  "rms_norm_rope_: positions must be [T] i32");
+  const int64_t half = table.rotary_dim / 2;
+  PRISM_CHECK_MSG(table.rotary_dim > 0 && table.rotary_dim <= d && table.cos.size(1) == half,
+                  "rms_norm_rope_: rotary_dim must fit in head_dim");
+  const int64_t max_pos = table.cos.size(0), st = x.stride(0), sh = x.stride(1);
+  const Tensor pos = positions.contiguous();
+  const int64_t* pos64 = pos.dtype() == DType::i64 ? pos.data<int64_t>() : nullptr;
+  const int32_t* pos32 = pos64 ? nullptr : pos.data<int32_t>();
+  float* px = x.data<float>();
+  const float* pw = weight.data<float>();
+  const float* pc = table.cos.data<float>();
+  const float* ps = table.sin.data<float>();
+  const cpu::RopeKernels& k = cpu::rope_kernels();
+  const auto norm_rotate = style == RopeStyle::half ? k.rms_norm_rotate_half : k.rms_norm_rotate_pairs;
+  // Rows are (token, head), as apply_rope's; each head is read and written once.
+  parallel_for(num_tokens * num_heads, std::max<int64_t>(1, 4096 / d), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t t = r / num_heads, h = r % num_heads;
+      const int64_t p = pos64 ? pos64[t] : pos32[t];
+      PRISM_CHECK_MSG(p >= 0 && p < max_pos, "rms_norm_rope_: position outside the table");
+      norm_rotate(px + t * st + h * sh, d, pw, eps, pc + p * half, ps + p * half, half);
+    }
+  });
+}
+
 }  // namespace prism::ops

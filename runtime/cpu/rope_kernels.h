@@ -15,6 +15,13 @@ struct RopeKernels {
   void (*rotate_half)(float* x, const float* c, const float* s, int64_t half);
   // Interleaved style (GPT-J's rotate_every_two): pairs (x[2i], x[2i + 1]) rotate by angle i.
   void (*rotate_pairs)(float* x, const float* c, const float* s, int64_t half);
+  // One head of ops::rms_norm_rope_: x[0, d) = x / sqrt(mean(x^2) + eps) * w (rows.cpp's
+  // rms_norm, the same sums and roundings), then the first 2 half of it rotated as
+  // rotate_half / rotate_pairs would; one read and one write of x.
+  void (*rms_norm_rotate_half)(float* x, int64_t d, const float* w, float eps, const float* c, const float* s,
+                               int64_t half);
+  void (*rms_norm_rotate_pairs)(float* x, int64_t d, const float* w, float eps, const float* c, const float* s,
+                                int64_t half);
 };
 
 PRISM_TIER_TABLES(RopeKernels, kRopeKernels)

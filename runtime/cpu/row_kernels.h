@@ -21,6 +21,9 @@ struct RowKernels {
   void (*layer_norm)(const float* x, float* y, int64_t h, const float* w, const float* b, float eps);
   // y = x / sqrt(mean(x^2) + eps) * w.
   void (*rms_norm)(const float* x, float* y, int64_t h, const float* w, float eps);
+  // x += y / sqrt(mean(y^2) + eps) * w: rms_norm's floats added to x (the gated residual of
+  // an adaLN block), without writing the normed row.
+  void (*add_rms_norm)(float* x, const float* y, int64_t h, const float* w, float eps);
   // y = exp(x - max) / sum; y may alias x.
   void (*softmax)(const float* x, float* y, int64_t h);
 

@@ -10,6 +10,7 @@
 // -output); each row alone against its row in the batch; the real head_dim (128) with edge
 // rows; what the caller's arena holds; the flops formula; load errors.
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -274,9 +275,10 @@ TEST(ZImageTransformer, TheCallersArenaHoldsOnlyTheStateAndTheResults) {
   l->model->run_layers(*st, 0, 2);
   const std::vector<Tensor> out = l->model->end(*st);
   EXPECT_TRUE(test::rel_error_within(out[1], l->ref.out[1], 1e-5));
-  const int64_t t = 192, dim = 64, half = 16;  // (32 + 32) + (64 + 64) tokens
-  // hidden; rope cos and sin; positions and the refiners' token indices; the outputs.
-  const int64_t state = t * dim * 4 + 2 * t * half * 4 + 2 * t * 4;
+  const int64_t t = 192, dim = 64;  // (32 + 32) + (64 + 64) tokens
+  // hidden and the outputs. (Rope cos and sin, positions and the refiners' token indices,
+  // t * (2 half + 2) * 4 bytes, live in the shape's plan, built once on the heap.)
+  const int64_t state = t * dim * 4;
   const int64_t results = (16 * 8 * 12 + 16 * 16 * 16) * 4;
   report("f32", "caller's arena after a pass", std::to_string(arena.used_bytes()) + " bytes (state + results " +
                                                  std::to_string(state + results) + ")");
@@ -284,6 +286,75 @@ TEST(ZImageTransformer, TheCallersArenaHoldsOnlyTheStateAndTheResults) {
   EXPECT_LE(int64_t(arena.used_bytes()), state + results + 32 * 64);  // small tensors and alignment
   // One block's q/k/v alone ([T, 3 dim] f32) would be 147 KB.
   EXPECT_LT(int64_t(arena.used_bytes()), t * 3 * dim * 4);
+}
+
+// The fused kernels and the static plan (models::ZImageKernels) change no float: every switch
+// off, alone or all together, gives the same bits as all on, at the tiny width and at the
+// real head_dim (128).
+TEST(ZImageTransformer, KernelSwitchesGiveTheSameBits) {
+  for (Layout layout : {Layout::tiny, Layout::head128}) {
+    auto l = load(Precision::f32, layout);
+    ASSERT_TRUE(l.has_value()) << l.status().to_string();
+    const std::vector<ZImageRow> rows = l->ref.rows();
+    const std::vector<Tensor> fused = l->model->forward(rows);
+    for (int off = 0; off < 4; ++off) {  // 0..2: one switch off; 3: all off
+      models::ZImageKernels k;
+      if (off == 0 || off == 3) k.qk_norm_rope = false;
+      if (off == 1 || off == 3) k.segmented_norms = false;
+      if (off == 2 || off == 3) k.static_plan = false;
+      l->model->set_kernels(k);
+      const std::vector<Tensor> other = l->model->forward(rows);
+      for (int b = 0; b < kRows; ++b) {
+        ASSERT_EQ(other[b].shape(), fused[b].shape());
+        EXPECT_EQ(std::memcmp(other[b].data<float>(), fused[b].data<float>(), size_t(fused[b].numel()) * 4), 0)
+            << "switch " << off << " row " << b << (layout == Layout::head128 ? " head128" : " tiny");
+      }
+    }
+  }
+}
+
+// The static plan: once a shape has run, a step of it (begin, the layers, end, in a caller's
+// arena reset per step as an engine resets its step arena) takes no buffer from the heap
+// and grows no arena: the plan, the refiners' streams, the scratch arena and the packed
+// linears' own scratch are all reused. (runtime::aligned_allocations counts every heap
+// tensor buffer and arena block; small host vectors are not counted.)
+TEST(ZImageTransformer, ASecondStepOfTheSameShapeAllocatesNothing) {
+  for (Precision precision : {Precision::f32, Precision::bf16}) {
+    auto l = load(precision);
+    ASSERT_TRUE(l.has_value()) << l.status().to_string();
+    Arena arena;
+    std::vector<Tensor> first;
+    auto step = [&] {
+      arena.reset();
+      ArenaScope scope(&arena);
+      std::unique_ptr<models::ZImageState> st = l->model->begin(l->ref.rows());
+      l->model->run_layers(*st, 0, 2);
+      std::vector<Tensor> out = l->model->end(*st);
+      if (first.empty()) {
+        ArenaScope heap(nullptr);  // kept past the arena's reset
+        for (const Tensor& t : out) first.push_back(t.clone());
+      }
+      return out;
+    };
+    step();  // builds the plan and grows the arenas
+    arena.reset();  // the engine's reset between steps: merges the first step's arena blocks
+    const uint64_t before = aligned_allocations();
+    const size_t capacity = arena.capacity_bytes();
+    const std::vector<Tensor> out = step();
+    const uint64_t taken = aligned_allocations() - before;
+    report(std::string(ops::precision_name(precision)), "heap buffers taken by a second step", std::to_string(taken));
+    EXPECT_EQ(taken, 0u) << ops::precision_name(precision);
+    EXPECT_EQ(arena.capacity_bytes(), capacity);
+    EXPECT_EQ(arena.num_blocks(), 1);
+    // And it computed the same step.
+    for (int b = 0; b < kRows; ++b)
+      EXPECT_EQ(std::memcmp(out[b].data<float>(), first[b].data<float>(), size_t(first[b].numel()) * 4), 0);
+    // Without the plan the count sees what every step rebuilt (tables, streams).
+    l->model->set_kernels({.static_plan = false});
+    const uint64_t unplanned = aligned_allocations();
+    step();
+    EXPECT_GT(aligned_allocations() - unplanned, 0u);
+  }
 }
 
 TEST(ZImageTransformer, FlopsAndWeightBytes) {

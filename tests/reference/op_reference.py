@@ -1,4 +1,4 @@
-"""PyTorch reference numbers for single ops (rope, conv, patchify, group norm, upsampling), for the C++ op tests.
+"""PyTorch reference numbers for single ops (rope, QK-norm + rope, conv, patchify, group norm, upsampling), for the C++ op tests.
 
 Usage: op_reference.py <case> <out_dir>
 
@@ -57,6 +57,26 @@ def rope_interleaved(out_dir):
         save(out_dir, name, t)
 
 
+def rms_norm_rope(out_dir):
+    # Z-Image's q/k path: RMSNorm over head_dim (eps 1e-5, a weight), then the rotation of
+    # (even, odd) pairs as complex numbers times exp(i angle), angle = float32(pos * freq),
+    # freq_i = 1 / 256^(2i / D). In float64 on the float32 inputs and cos/sin tables.
+    T, H, D, P, theta, eps = 6, 3, 128, 64, 256.0, 1e-5
+    x = torch.randn(T, H, D)
+    weight = 1.0 + 0.1 * torch.randn(D)
+    pos = torch.tensor([0, 1, 7, 31, 32, 63], dtype=torch.int32)
+    freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    angle = (torch.arange(P, dtype=torch.float64)[:, None] * freq[None, :]).float().double()  # [P, D/2]
+    cos, sin = angle.cos().float(), angle.sin().float()
+    xd = x.double()
+    normed = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+    pairs = torch.view_as_complex(normed.reshape(T, H, D // 2, 2).contiguous())
+    rot = torch.complex(cos.double(), sin.double())[pos.long()][:, None, :]  # [T, 1, D/2]
+    out = torch.view_as_real(pairs * rot).reshape(T, H, D).float()
+    for name, t in (("x", x), ("weight", weight), ("pos", pos), ("cos", cos), ("sin", sin), ("out", out)):
+        save(out_dir, name, t)
+
+
 def conv1d(out_dir):
     # x [2, 6, 37], w [8, 3, 5]: groups 2, stride 2, padding 3, dilation 2, bias.
     x, w, b = torch.randn(2, 6, 37), torch.randn(8, 3, 5), torch.randn(8)
@@ -111,7 +131,7 @@ def upsample_nearest(out_dir):
     save(out_dir, "out3", F.interpolate(x, scale_factor=3.0, mode="nearest"))
 
 
-CASES = {f.__name__: f for f in (rope_half, rope_interleaved, conv1d, conv2d, conv2d_patch, patchify, group_norm,
+CASES = {f.__name__: f for f in (rope_half, rope_interleaved, rms_norm_rope, conv1d, conv2d, conv2d_patch, patchify, group_norm,
                                   upsample_nearest)}
 
 if __name__ == "__main__":

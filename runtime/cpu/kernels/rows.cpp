@@ -75,6 +75,19 @@ void rms_norm(const float* x, float* y, int64_t h, const float* w, float eps) {
   row_scale(x, y, h, 0.0f, 1.0f / std::sqrt(ms + eps), w, nullptr);
 }
 
+template <bool kTail>
+void add_scaled_at(float* x, const float* y, const float* w, int64_t i, int64_t n, Vec s) {
+  const Vec v = (load_part<kTail>(y + i, n) - zero()) * s;  // row_scale_at's steps, then the add
+  store_part<kTail>(x + i, load_part<kTail>(x + i, n) + fma(v, load_part<kTail>(w + i, n), zero()), n);
+}
+
+void add_rms_norm(float* x, const float* y, int64_t h, const float* w, float eps) {
+  const Vec s = splat(1.0f / std::sqrt(row_sq_sum(y, h, 0.0f) / float(h) + eps));
+  int64_t i = 0;
+  for (; i + kLanes <= h; i += kLanes) add_scaled_at<false>(x, y, w, i, kLanes, s);
+  if (i < h) add_scaled_at<true>(x, y, w, i, h - i, s);
+}
+
 // acc = exp(x - m) summed into acc, y = exp(x - m).
 template <bool kTail>
 Vec exp_sum_at(const float* x, float* y, int64_t n, Vec m, Vec acc) {
@@ -179,6 +192,7 @@ double block_sums(const float* x, int64_t n, float* sums) {
 extern const RowKernels kRowKernels = {
     .layer_norm = layer_norm,
     .rms_norm = rms_norm,
+    .add_rms_norm = add_rms_norm,
     .softmax = softmax,
     .max = row_max,
     .absmax = row_absmax,
