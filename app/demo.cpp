@@ -1,10 +1,12 @@
 // app/demo.cpp: `prism demo init` and the default demo directory, around tools/demo/'s writers.
 #include "app/demo.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "serving/config.h"
 #include "tools/demo/demo.h"
 
 namespace prism::app {
@@ -33,6 +35,20 @@ int run_demo_init(const std::string& dir_arg) {
   std::printf("serve it with: prism serve --config %s\n", config.value().c_str());
   std::printf("demo weights are random: their outputs are meaningless.\n");
   return 0;
+}
+
+Result<serving::DeploymentConfig> demo_deployment(const std::string& demo_dir, std::string_view name,
+                                                  std::string_view what, std::string_view hint) {
+  const auto models = tools::demo::demo_models();
+  if (std::none_of(models.begin(), models.end(), [&](const tools::demo::DemoModel& m) { return m.name == name; }))
+    return not_found("no --model given, and this build's demo set has no " + std::string(what) + " (" +
+                     std::string(name) + "): pass --model DIR, " + std::string(hint));
+  const std::string dir = demo_dir.empty() ? default_demo_dir() : demo_dir;
+  PRISM_ASSIGN_OR_RETURN(const std::string path, tools::demo::ensure_demo(dir));
+  PRISM_ASSIGN_OR_RETURN(const serving::Config config, serving::load_config(path));
+  for (const serving::DeploymentConfig& d : config.deployments)
+    if (d.name == name) return d;
+  return not_found(path + " declares no deployment '" + std::string(name) + "'");
 }
 
 }  // namespace prism::app

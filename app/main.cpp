@@ -14,6 +14,7 @@
 #include "app/compute_wait.h"
 #include "app/demo.h"
 #include "app/embed.h"
+#include "app/generate_image.h"
 #include "app/transcribe.h"
 #include "app/embed_queue.h"
 #include "app/search.h"
@@ -119,6 +120,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<prism::app::BenchCommand> bench = prism::app::add_bench_command(app);
   prism::app::TranscribeCommandOptions transcribe_options;
   CLI::App* transcribe = prism::app::add_transcribe_command(app, transcribe_options);
+  prism::app::GenerateImageOptions generate_image_options;
+  CLI::App* generate_image = prism::app::add_generate_image_command(app, generate_image_options);
 
   // Commands of later issues: each says it does not exist yet and exits non-zero.
   for (const char* name : {"chat", "speak", "tune"}) {
@@ -156,6 +159,7 @@ int main(int argc, char** argv) {
   if (search->parsed()) return prism::app::run_search(search_options);
   if (bench->parsed()) return prism::app::run_bench(*bench);
   if (transcribe->parsed()) return prism::app::run_transcribe(transcribe_options);
+  if (generate_image->parsed()) return prism::app::run_generate_image(generate_image_options);
   const std::string name = app.get_subcommands().front()->get_name();
   std::fprintf(stderr, "prism: '%s' is not available yet in this build (see README: What works)\n",
                name.c_str());

@@ -88,20 +88,6 @@ struct Outcome {
   std::atomic<int> done_chunks{0}, total_chunks{0};
 };
 
-Result<serving::DeploymentConfig> demo_deployment(const std::string& demo_dir) {
-  const auto models = tools::demo::demo_models();
-  const auto is_asr = [](const tools::demo::DemoModel& m) { return std::string_view(m.name) == kDemoAsr; };
-  if (std::none_of(models.begin(), models.end(), is_asr))
-    return not_found(std::string("no --model given, and this build's demo set has no speech model (") + kDemoAsr +
-                     "): pass --model DIR, a Hugging Face Whisper directory");
-  const std::string dir = demo_dir.empty() ? default_demo_dir() : demo_dir;
-  PRISM_ASSIGN_OR_RETURN(const std::string path, tools::demo::ensure_demo(dir));
-  PRISM_ASSIGN_OR_RETURN(const serving::Config config, serving::load_config(path));
-  for (const serving::DeploymentConfig& d : config.deployments)
-    if (d.name == kDemoAsr) return d;
-  return not_found(path + " declares no deployment '" + kDemoAsr + "'");
-}
-
 }  // namespace
 
 CLI::App* add_transcribe_command(CLI::App& app, TranscribeCommandOptions& o) {
@@ -131,7 +117,7 @@ CLI::App* add_transcribe_command(CLI::App& app, TranscribeCommandOptions& o) {
 Result<serving::DeploymentConfig> transcribe_deployment(const TranscribeCommandOptions& o) {
   serving::DeploymentConfig d;
   if (o.model.empty()) {
-    PRISM_ASSIGN_OR_RETURN(d, demo_deployment(o.demo_dir));
+    PRISM_ASSIGN_OR_RETURN(d, demo_deployment(o.demo_dir, kDemoAsr, "speech model", "a Hugging Face Whisper directory"));
   } else {
     if (!fs::is_directory(o.model)) return not_found("no such model directory '" + o.model + "'");
     const fs::path path = fs::path(o.model).lexically_normal();

@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 
+#include "formats/pytorch_checkpoint.h"
 #include "runtime/arena.h"
 
 namespace prism::formats {
@@ -514,20 +515,32 @@ Result<WeightSource> WeightSource::open(const std::string& dir_or_file) {
     PRISM_RETURN_IF_ERROR(open_index(p.string(), src.by_name_));
     return src;
   }
+  if (is_zip_file(p.string())) {
+    PRISM_ASSIGN_OR_RETURN(src.checkpoint_, PytorchCheckpoint::open(p.string()));
+    return src;
+  }
   PRISM_RETURN_IF_ERROR(open_single(p.string(), src.by_name_));
   return src;
 }
 
-bool WeightSource::contains(const std::string& name) const { return by_name_.count(name) != 0; }
+bool WeightSource::contains(const std::string& name) const {
+  return checkpoint_ ? checkpoint_->contains(name) : by_name_.count(name) != 0;
+}
 
 std::vector<std::string> WeightSource::names() const {
   std::vector<std::string> out;
+  if (checkpoint_) {
+    out = checkpoint_->names();
+    std::sort(out.begin(), out.end());
+    return out;
+  }
   out.reserve(by_name_.size());
   for (const auto& [name, file] : by_name_) out.push_back(name);
   return out;  // std::map: already sorted
 }
 
 Result<Tensor> WeightSource::get(const std::string& name) const {
+  if (checkpoint_) return checkpoint_->get(name);
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return not_found("tensor " + in_quotes(name) + " not in the checkpoint");
   return it->second->get(name);
@@ -535,7 +548,7 @@ Result<Tensor> WeightSource::get(const std::string& name) const {
 
 Result<Tensor> WeightSource::get(const std::string& name, const Dims& shape, DType dtype) const {
   PRISM_ASSIGN_OR_RETURN(Tensor t, get(name));
-  const std::string& path = by_name_.at(name)->path();
+  const std::string& path = checkpoint_ ? checkpoint_->path() : by_name_.at(name)->path();
   if (!(t.shape() == shape))
     return invalid_argument("tensor " + in_quotes(name) + " in " + in_quotes(path) + ": expected shape " +
                             shape.to_string() + ", got " + t.shape().to_string());

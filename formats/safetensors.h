@@ -36,12 +36,17 @@ class SafetensorsFile {
   std::unique_ptr<Impl> impl_;
 };
 
+class PytorchCheckpoint;  // formats/pytorch_checkpoint.h
+
 // All the weights of a model directory: model.safetensors, or the shards listed by
-// model.safetensors.index.json ("weight_map": {tensor: file}). What models load from.
+// model.safetensors.index.json ("weight_map": {tensor: file}); or one torch.save file. What
+// models load from.
 class WeightSource {
  public:
   // dir holds model.safetensors (preferred when both exist, as in transformers) or
-  // model.safetensors.index.json; or the path of a .safetensors file or an index .json.
+  // model.safetensors.index.json; or the path of a .safetensors file, an index .json, or a
+  // torch.save archive (.pth, .pt, pytorch_model.bin: told apart by its zip signature, read
+  // by formats/pytorch_checkpoint.h's restricted unpickler, names flattened as it says).
   static Result<WeightSource> open(const std::string& dir_or_file);
 
   bool contains(const std::string& name) const;
@@ -54,6 +59,7 @@ class WeightSource {
 
  private:
   std::map<std::string, std::shared_ptr<const SafetensorsFile>> by_name_;  // tensor -> file
+  std::shared_ptr<const PytorchCheckpoint> checkpoint_;  // set instead of by_name_ for a torch.save file
 };
 
 // Writes tensors (any strides; written contiguous) in the given order with optional

@@ -4,6 +4,8 @@
 #include <filesystem>
 
 #include "configs/hf_config.h"
+#include "configs/vae_config.h"
+#include "configs/z_image_config.h"
 
 namespace prism::frontends {
 namespace {
@@ -25,7 +27,8 @@ Result<int64_t> knob_in(const serving::Knobs& knobs, std::string_view name, int6
 
 const std::vector<std::string_view>& image_knob_names() {
   static const std::vector<std::string_view> names = {"default_steps", "default_guidance_scale", "max_image_side",
-                                                      "max_images", "max_sequence_length"};
+                                                      "max_images", "max_sequence_length", "tiny_autoencoder",
+                                                      "text_encoder_precision"};
   return names;
 }
 
@@ -39,31 +42,29 @@ Result<std::shared_ptr<const ImageFrontend>> ImageFrontend::load(const serving::
     return invalid_argument(index.origin() + ": pipeline \"" + fe->pipeline_ +
                             "\" is not one Prism runs (known: ZImagePipeline)");
 
-  // The pixels one latent token covers: the VAE's down-sampling (2 per block after the first,
-  // as the pipeline's vae_scale_factor) times the transformer's patch.
-  PRISM_ASSIGN_OR_RETURN(const configs::HfConfig vae, configs::HfConfig::load((dir / "vae" / "config.json").string()));
-  PRISM_ASSIGN_OR_RETURN(const std::vector<int64_t> blocks, vae.get_ints("block_out_channels"));
-  if (blocks.empty() || blocks.size() > 6)
-    return invalid_argument(vae.origin() + ": \"block_out_channels\" must list 1 to 6 widths");
-  PRISM_ASSIGN_OR_RETURN(const configs::HfConfig transformer,
-                         configs::HfConfig::load((dir / "transformer" / "config.json").string()));
-  std::vector<int64_t> patches = {2};
-  if (transformer.has("all_patch_size")) {
-    PRISM_ASSIGN_OR_RETURN(patches, transformer.get_ints("all_patch_size"));
-  }
-  if (patches.empty() || patches[0] < 1 || patches[0] > 8)
-    return invalid_argument(transformer.origin() + ": \"all_patch_size\" must start with a patch of 1 to 8");
-  fe->size_multiple_ = int((int64_t(1) << (blocks.size() - 1)) * patches[0]);
-
+  // The pixels one latent token covers: the VAE's down-sampling times the transformer's patch.
+  PRISM_ASSIGN_OR_RETURN(const configs::AutoencoderKLConfig vae, configs::AutoencoderKLConfig::load((dir / "vae").string()));
+  PRISM_ASSIGN_OR_RETURN(const configs::ZImageConfig transformer, configs::ZImageConfig::load((dir / "transformer").string()));
+  fe->size_multiple_ = int(vae.spatial_factor() * configs::ZImageConfig::kPatchSize);
+  // The rotary tables bound a caption's tokens and the latent's tokens along each side.
+  const int64_t side_limit =
+      std::min(transformer.max_tokens_high(), transformer.max_tokens_wide()) * fe->size_multiple_;
   const serving::Knobs& knobs = config.knobs;
   PRISM_RETURN_IF_ERROR(knobs.check_names(image_knob_names(), "an image deployment"));
-  PRISM_ASSIGN_OR_RETURN(const int64_t max_side, knob_in(knobs, "max_image_side", 2048, fe->size_multiple_, 8192));
+  PRISM_ASSIGN_OR_RETURN(const int64_t max_side, knob_in(knobs, "max_image_side", std::min<int64_t>(2048, side_limit),
+                                                                    fe->size_multiple_, side_limit));
   PRISM_ASSIGN_OR_RETURN(const int64_t max_images, knob_in(knobs, "max_images", 4, 1, 10));
-  PRISM_ASSIGN_OR_RETURN(fe->max_sequence_length_, knob_in(knobs, "max_sequence_length", 512, 1, 8192));
+  PRISM_ASSIGN_OR_RETURN(fe->max_sequence_length_, knob_in(knobs, "max_sequence_length",
+                                                                 std::min<int64_t>(512, transformer.max_caption_tokens()), 1,
+                                                                 transformer.max_caption_tokens()));
   PRISM_ASSIGN_OR_RETURN(const int64_t steps, knob_in(knobs, "default_steps", 50, 1, 1000));
   PRISM_ASSIGN_OR_RETURN(const double guidance, knobs.get_double("default_guidance_scale", 5.0));
   if (guidance < 0 || guidance > 100)
     return invalid_argument(knobs.where("default_guidance_scale") + " must be in [0, 100]");
+  PRISM_ASSIGN_OR_RETURN(fe->tiny_autoencoder_, knobs.get_string("tiny_autoencoder", ""));
+  if (!fe->tiny_autoencoder_.empty() && !fs::exists(fe->tiny_autoencoder_))
+    return not_found(knobs.where("tiny_autoencoder") + ": no file " + fe->tiny_autoencoder_);
+  if (!fe->tiny_autoencoder_.empty()) fe->defaults_.preview = PreviewDecoder::tiny;
   fe->max_side_ = int(max_side);
   fe->max_images_ = int(max_images);
   fe->defaults_.steps = int(steps);

@@ -23,7 +23,9 @@ namespace prism::frontends {
 
 // The knobs of an image deployment: default_steps, default_guidance_scale (the model's
 // defaults for requests; the pipeline's 50 and 5.0 when unset), max_image_side (pixels, 2048),
-// max_images (n, 4), max_sequence_length (prompt tokens, the pipeline's 512).
+// max_images (n, 4), max_sequence_length (prompt tokens, the pipeline's 512), tiny_autoencoder
+// (the path of a TAESD-layout decoder for the model's latents: previews "tiny"; none by default);
+// and the engine's: text_encoder_precision (f32, bf16, int8; default the deployment's precision).
 const std::vector<std::string_view>& image_knob_names();
 
 class ImageFrontend final : public serving::Frontend {
@@ -42,6 +44,8 @@ class ImageFrontend final : public serving::Frontend {
   int size_multiple() const { return size_multiple_; }  // VAE factor x patch: 16 for Z-Image
   int max_side() const { return max_side_; }
   int max_images() const { return max_images_; }
+  // The tiny_autoencoder knob's path; empty when previews come from the latent projection only.
+  const std::string& tiny_autoencoder() const { return tiny_autoencoder_; }
   // Every field at the model's default; width and height 1024 (clamped to max_side).
   const ImageParams& defaults() const { return defaults_; }
   const std::string& pipeline() const { return pipeline_; }  // model_index.json's _class_name
@@ -54,6 +58,7 @@ class ImageFrontend final : public serving::Frontend {
   int max_side_ = 2048;
   int max_images_ = 4;
   int64_t max_sequence_length_ = 512;
+  std::string tiny_autoencoder_;
   ImageParams defaults_;
 };
 

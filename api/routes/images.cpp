@@ -76,8 +76,8 @@ std::optional<ApiError> read_prism_fields(const json& object, ImageFields& out) 
   if (f.has("sampler"))
     out.sampler = f.optional_enum("sampler", {"euler", "unipc"}, "euler") == "unipc" ? Sampler::unipc : Sampler::euler;
   if (f.has("preview"))
-    out.preview = f.optional_enum("preview", {"tiny", "latent_rgb"}, "tiny") == "latent_rgb" ? PreviewDecoder::latent_rgb
-                                                                                          : PreviewDecoder::tiny;
+    out.preview = f.optional_enum("preview", {"latent_rgb", "tiny"}, "latent_rgb") == "tiny" ? PreviewDecoder::tiny
+                                                                                          : PreviewDecoder::latent_rgb;
   if (f.ok() && f.has("cfg_interval")) {
     const json& v = object["cfg_interval"];
     if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number() || v[0].get<double>() < 0 ||
@@ -294,6 +294,9 @@ std::optional<ApiError> resolve_image_params(const ImageFields& fields, const fr
   out.sampler = fields.sampler.value_or(out.sampler);
   out.shift = fields.shift.value_or(out.shift);
   out.preview = fields.preview.value_or(out.preview);
+  if (out.preview == PreviewDecoder::tiny && frontend.tiny_autoencoder().empty())
+    return invalid_field("prism.preview", "\"tiny\" needs a tiny autoencoder for this model's latents (the "
+                                          "deployment's tiny_autoencoder knob); use \"latent_rgb\".");
   out.partial_images = fields.partial_images;
   if (fields.seed) {
     out.seed = *fields.seed;

@@ -91,6 +91,7 @@ TEST(ImagesFields, BadFieldsAreRefusedByName) {
   EXPECT_EQ(refusal(prism({{"cfg_interval", {0.0}}})).first, "prism.cfg_interval");
   EXPECT_EQ(refusal(prism({{"zero_init_steps", 9}})).first, "prism.zero_init_steps");  // more than the 8 steps
   EXPECT_EQ(refusal(prism({{"stepz", 3}})).first, "prism.stepz");
+  EXPECT_EQ(refusal(prism({{"preview", "tiny"}})).first, "prism.preview");  // no tiny autoencoder configured
   EXPECT_EQ(refusal(with(base(), "prism", "fast")).first, "prism");
 }
 

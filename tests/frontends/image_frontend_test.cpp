@@ -35,9 +35,9 @@ TEST(ImageFrontend, SizesAreMultiplesOfTheVaeFactorTimesThePatch) {
   EXPECT_EQ(odd.message(), "is 1000x1024: width and height must be positive multiples of 16 for this model");
   EXPECT_NE((*fe)->check_size(2064, 16).message().find("at most 2048"), std::string::npos);
 
-  auto small = load(test::ImageModelDir{.vae_blocks = 2, .patch = 1}.write("image_frontend_small"));
+  auto small = load(test::ImageModelDir{.vae_blocks = 2}.write("image_frontend_small"));
   ASSERT_TRUE(small.has_value()) << small.status().to_string();
-  EXPECT_EQ((*small)->size_multiple(), 2);
+  EXPECT_EQ((*small)->size_multiple(), 4);
 }
 
 TEST(ImageFrontend, DefaultsComeFromThePipelineUnlessKnobsSetThem) {

@@ -27,7 +27,7 @@ std::string ImageModelDir::write(const std::string& name) const {
   for (int i = 0; i < vae_blocks; ++i) blocks.push_back(32 << std::min(i, 2));
   write_text(dir / "vae" / "config.json", nlohmann::json{{"block_out_channels", blocks}, {"latent_channels", 16}}.dump());
   write_text(dir / "transformer" / "config.json",
-             nlohmann::json{{"all_patch_size", {patch}}, {"in_channels", 16}}.dump());
+             nlohmann::json{{"_class_name", "ZImageTransformer2DModel"}, {"all_patch_size", {2}}, {"in_channels", 16}}.dump());
   fs::create_directories(dir / "tokenizer");
   fs::copy_file(fs::path(testdata_dir()) / "tokenizers" / "gpt2" / "tokenizer.json", dir / "tokenizer" / "tokenizer.json",
                 fs::copy_options::overwrite_existing);

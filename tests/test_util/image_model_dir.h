@@ -11,7 +11,6 @@ namespace prism::test {
 struct ImageModelDir {
   std::string pipeline = "ZImagePipeline";
   int vae_blocks = 4;  // block_out_channels entries: a VAE factor of 2^(blocks - 1)
-  int patch = 2;
   bool chat_template = true;
 
   // Writes the directory under the scratch area and returns its path.

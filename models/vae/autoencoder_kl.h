@@ -1,0 +1,96 @@
+// models/vae/autoencoder_kl.h: the decoder half of diffusers' AutoencoderKL (FLUX.1's and
+// Z-Image's 16-channel VAE; Stable Diffusion's 4-channel one has the same graph), loaded from a
+// pipeline's vae/ folder by checkpoint name, and diffusers' tiled decode for large images.
+// Computes only: the denoise loop, batching of requests and image encoding (PNG) live
+// elsewhere; the encoder half is not loaded.
+//
+// Precision: f32 throughout (bf16 / f16 checkpoints are widened at load); convolutions run
+// through ops::conv2d (oneDNN, f32 only), the mid-block attention's projections through packed
+// f32 linears.
+//
+// NOTE (memory): images are decoded one at a time (GroupNorm and attention never mix images),
+// so the peak is one image's activations, or with tiling one tile's, plus the output.
+// Activations live on the heap, freed as the straight line of ops drops them, so the peak is
+// the live set of the largest stage. At FLUX's sizes that is the last up block at the tile's
+// full S x S resolution, where its first resnet holds its input, that input's GroupNorm and
+// conv1's output (256 + 256 + 128 channels of f32: 2560 S^2 bytes); the upsample + conv before
+// it holds 256 (quarter size) + 256 + 256 channels (2304 S^2). Measured on the real sizes with
+// random weights (bench/vae_decode_bench, peak resident set added by the decode, glibc malloc):
+//   whole image 128 x 128: 72 MiB   256 x 256: 227 MiB   512 x 512: 700 MiB
+//               1024 x 1024: 2582 MiB (the estimate above: 2560 MiB)
+//   384 x 384 in 128-pixel tiles (16 tiles): 95 MiB
+// A 1024 x 1024 tile is diffusers' default for FLUX (sample_size 1024, 128 latent cells), so a
+// 2048 x 2048 image decoded with those tiles (3 x 3) needs ~2.6 GiB in all: one tile's
+// activations, the 48 MiB output and at most six decoded tiles of 12 MiB (this row and the one
+// above); decoded whole it would need ~10 GiB. Tiles of 64 cells cut the peak to ~0.7 GiB for
+// about the same work (the overlap is a fixed fraction of a tile), with more seams and GroupNorm
+// statistics over less of the image. The mid-block attention's score matrix is never whole
+// (64 MiB chunks of queries).
+// Time: ~10.5 TFLOP for a 1024 x 1024 image, nearly all in the 3x3 convolutions at full
+// resolution; 45 s for 512 x 512 (2.5 TFLOP) on the 2-core development machine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "configs/vae_config.h"
+#include "formats/safetensors.h"
+#include "runtime/tensor.h"
+
+namespace prism::models {
+
+// diffusers' tiled decode: tiles of tile_latent_size latent cells per side, starting every
+// int(tile_latent_size * (1 - overlap_factor)) cells; neighbours blended linearly over
+// int(tile_sample_size * overlap_factor) pixels (tile_sample_size = tile_latent_size * factor).
+struct VaeTiling {
+  int64_t tile_latent_size = 0;  // 0: the config's (diffusers' tile_latent_min_size, 128 for FLUX)
+  double overlap_factor = 0.25;  // diffusers' tile_overlap_factor
+};
+
+class AutoencoderKLDecoder {
+ public:
+  // dir: a pipeline's vae/ folder (config.json + diffusion_pytorch_model.safetensors, or its
+  // .index.json shards; model.safetensors also accepted).
+  static Result<std::unique_ptr<AutoencoderKLDecoder>> load(const std::string& dir);
+  static Result<std::unique_ptr<AutoencoderKLDecoder>> load(const formats::WeightSource& weights,
+                                                            const configs::AutoencoderKLConfig& config);
+  ~AutoencoderKLDecoder();
+
+  // The pipelines' un-scaling of the denoiser's latents (Z-Image, FLUX):
+  // z = latents / scaling_factor + shift_factor. latents: [N, latent_channels, h, w] f32.
+  Tensor unscale_latents(const Tensor& latents) const;
+
+  // z: [N, latent_channels, h, w] f32, already un-scaled. Returns the images
+  // [N, out_channels, f h, f w] f32, f = spatial_factor(), in about [-1, 1] (not clamped), as
+  // diffusers' decode returns them. With tiling, latents larger than a tile on either side are
+  // decoded tiled (diffusers' enable_tiling); others whole.
+  Tensor decode(const Tensor& z, const std::optional<VaeTiling>& tiling = std::nullopt) const;
+  // Always tiled (diffusers' tiled_decode). PRISM_CHECKs that tiling is valid (check_tiling).
+  Tensor tiled_decode(const Tensor& z, const VaeTiling& tiling = {}) const;
+  // invalid_argument unless the tiles cover the image exactly: a start step of at least one
+  // cell, and a cropped tile (tile_sample_size - blend pixels) as wide as the step in pixels.
+  Status check_tiling(const VaeTiling& tiling) const;
+
+  const configs::AutoencoderKLConfig& config() const;
+  int64_t spatial_factor() const;  // 2^(blocks - 1): 8 for FLUX's VAE
+  int64_t weight_bytes() const;    // f32 bytes of the loaded decoder
+
+  struct Weights;
+
+ private:
+  AutoencoderKLDecoder(configs::AutoencoderKLConfig config, std::unique_ptr<Weights> weights);
+  Tensor decode_image(const Tensor& z) const;  // [1, L, h, w] -> [1, out, f h, f w]
+  void tiled_decode_image(const Tensor& z, const VaeTiling& tiling, Tensor& out) const;
+
+  configs::AutoencoderKLConfig c_;
+  std::unique_ptr<Weights> w_;
+};
+
+// diffusers' VaeImageProcessor.postprocess to 8-bit pixels: round(clamp(x * 0.5 + 0.5, 0, 1) *
+// 255) in f32, half to even as numpy rounds. images: [N, C, H, W] f32. Returns [N, H, W, C] u8.
+Tensor images_to_uint8(const Tensor& images);
+
+}  // namespace prism::models
