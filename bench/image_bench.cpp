@@ -4,7 +4,7 @@
 // but that Prism and the peer compute the same thing.
 //
 //   build/bench/image_bench [--quick] [--layers 2] [--text-layers 2] [--rounds 2] [--passes 1]
-//                           [--sizes 512,1024] [--caption 128] [--work-dir DIR] [--no-text]
+//                           [--sizes 512,1024] [--caption 128] [--work-dir DIR] [--no-text] [--no-vae]
 //
 // NOTE: the real transformer (Tongyi-MAI/Z-Image-Turbo: dim 3840, 30 layers) is 12 GB in bf16
 // and this machine cannot hold two copies, so by default the checkpoint has --layers main
@@ -25,11 +25,13 @@
 // (Turbo: 8 steps, no CFG; Base: 50 steps with CFG, and CFG stopped at 60% of the steps or by
 // Z-Image's cfg_truncation 0.6) times the seconds per pass, plus the text encoding; Prism's
 // peak RSS (VmHWM) against its packed weight bytes.
-// TODO(issue 16): the VAE decode share (models/vae's AutoencoderKL decoder at 512^2 and
-// 1024^2, f32, the FLUX VAE config) once that decoder is on main; seconds per image exclude it.
+// The VAE decode share: models/vae's AutoencoderKL decoder (f32, FLUX.1's VAE config, random
+// weights) on one latent per size, whole (not tiled), against the peer's restatement of
+// diffusers' decode (tests/reference/vae_decoder.py) in float32; once, after the rounds (a
+// 1024^2 decode is ~10 TFLOP: minutes).
 // Weights are written once per configuration under --work-dir (default: <build>/image-bench)
 // by image_peer.py and reused. Runs on the best instruction-set tier (PRISM_ISA picks another).
-// Internal: `--role transformer|text --model DIR --out JSON` is one Prism measurement process.
+// Internal: `--role transformer|text|vae --model DIR --out JSON` is one Prism measurement process.
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -57,6 +59,7 @@
 #include "models/denoiser.h"
 #include "models/encoder.h"
 #include "models/llama/llama_text_encoder.h"
+#include "models/vae/autoencoder_kl.h"
 #include "models/z_image/z_image.h"
 #include "runtime/arena.h"
 #include "runtime/gemm_peak.h"
@@ -90,6 +93,7 @@ struct Options {
   int caption = 128;                     // caption tokens (padded to 32 by the model)
   std::string work_dir;
   bool text = true;
+  bool vae = true;
   // --role: one measurement process.
   std::string role, model, out, check;
   bool ops = false;
@@ -141,6 +145,13 @@ int64_t disk_free_bytes(const std::string& path) {
   struct statvfs s {};
   if (statvfs(path.c_str(), &s) != 0) return 0;
   return int64_t(s.f_bavail) * int64_t(s.f_frsize);
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string one, five;
+  f >> one >> five;
+  return one + " (1 min), " + five + " (5 min)";
 }
 
 double gib(double bytes) { return bytes / double(int64_t(1) << 30); }
@@ -311,6 +322,28 @@ int role_text(const Options& o) {
   return 0;
 }
 
+int role_vae(const Options& o) {
+  auto loaded = prism::models::AutoencoderKLDecoder::load(o.model);
+  if (!loaded.has_value()) {
+    std::fprintf(stderr, "image_bench: %s\n", loaded.status().to_string().c_str());
+    return 1;
+  }
+  const prism::models::AutoencoderKLDecoder& vae = **loaded;
+  const int64_t channels = vae.config().latent_channels;
+  vae.decode(random_tensor({1, channels, 8, 8}, 21));  // untimed: primitives, first touch
+  json r = {{"weight_bytes", vae.weight_bytes()}, {"sizes", json::array()}};
+  for (int px : o.sizes) {
+    const int64_t hw = px / kVaeFactor;
+    const Tensor z = random_tensor({1, channels, hw, hw}, 22);
+    const auto t0 = Clock::now();
+    vae.decode(z);
+    r["sizes"].push_back({{"px", px}, {"seconds", seconds_since(t0)}});
+  }
+  r["vm_hwm_bytes"] = proc_status_kb("VmHWM:") << 10;
+  std::ofstream(o.out) << r.dump(1);
+  return 0;
+}
+
 // ---- passes per image: the engine's loop on a free fake ----------------------------------------
 
 // v = 0 for every row; counts nothing itself (the loop's counters do).
@@ -444,10 +477,10 @@ bool ensure_checkpoint(const std::string& kind, const std::string& dir, const st
     std::fprintf(stderr, "image_bench: not enough memory to write the %s checkpoint\n", kind.c_str());
     return false;
   }
-  const std::string sub = kind == "transformer" ? "write-transformer" : "write-text";
+  const std::string sub = kind == "transformer" ? "write-transformer" : kind == "vae" ? "write-vae" : "write-text";
   const auto t0 = Clock::now();
   const bool ok = run("/usr/bin/python3 " + shell_quote(peer_script()) + " " + sub + " --out " + shell_quote(dir) +
-                      " --layers " + std::to_string(layers) + (quick ? " --quick" : ""));
+                      (kind == "vae" ? "" : " --layers " + std::to_string(layers)) + (quick ? " --quick" : ""));
   if (ok) std::printf("  written in %.0f s\n", seconds_since(t0));
   return ok;
 }
@@ -505,6 +538,8 @@ int orchestrate(const Options& o, const std::string& exe) {
   if (o.text && !ensure_checkpoint("text encoder", tdir, "config.json", o.text_layers, o.quick,
                                    text_bytes(o.quick, o.text_layers)))
     return 1;
+  const std::string vdir = o.work_dir + "/flux-vae" + tag;
+  if (o.vae && !ensure_checkpoint("vae", vdir, "config.json", 0, o.quick, o.quick ? 1e6 : 340e6)) return 1;
   const double mem = double(mem_available_bytes()), need = transformer_bytes(o.quick, o.layers) + 2e9;
   if (mem < need) {
     std::fprintf(stderr, "image_bench: %.1f GiB available, one process needs about %.1f GiB; use fewer --layers\n",
@@ -518,6 +553,7 @@ int orchestrate(const Options& o, const std::string& exe) {
            shell_quote(zdir) + " --out " + shell_quote(check)))
     return 1;
 
+  const std::string load_before = load_average();
   Peaks peaks;
   peaks.measure();
   const std::string threads = " --threads " + std::to_string(o.threads);
@@ -551,6 +587,19 @@ int orchestrate(const Options& o, const std::string& exe) {
       if (auto j = read_json(tq)) peer_text.push_back(*j);
     }
   }
+  std::optional<json> prism_vae, peer_vae;
+  if (o.vae) {
+    std::printf("VAE decode: Prism, then the peer ...\n");
+    const std::string vp = o.work_dir + "/prism-vae" + tag + ".json", vq = o.work_dir + "/peer-vae" + tag + ".json";
+    if (!run(shell_quote(exe) + " --role vae --model " + shell_quote(vdir) + " --out " + shell_quote(vp) + " --sizes " +
+             sizes_arg(o.sizes, false) + threads))
+      return 1;
+    prism_vae = read_json(vp);
+    if (!run("OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 " + shell_quote(peer_script()) + " run-vae --model " +
+             shell_quote(vdir) + " --out " + shell_quote(vq) + " --latents " + sizes_arg(o.sizes, true) + threads))
+      return 1;
+    peer_vae = read_json(vq);
+  }
   peaks.measure();
   if (prism_runs.empty() || peer_runs.empty()) return 1;
 
@@ -568,6 +617,9 @@ int orchestrate(const Options& o, const std::string& exe) {
     std::fprintf(stderr, "image_bench: Prism and the peer do not compute the same thing; figures not printed\n");
     return 1;
   }
+  std::printf("machine load average: %s before the rounds, %s after (2 cores: above ~2 the figures are\n"
+              "  slowed by other processes; ratios of neighbouring measurements hold better than seconds)\n",
+              load_before.c_str(), load_average().c_str());
   std::printf("GEMM peak (oneDNN via ops::linear, 1024^3, best of before/after the rounds): bf16 %.0f GFLOP/s, f32 %.0f GFLOP/s\n",
               peaks.bf16, peaks.f32);
 
@@ -656,11 +708,27 @@ int orchestrate(const Options& o, const std::string& exe) {
                 text_peer / text_prism);
   }
 
+  // VAE decode.
+  std::vector<double> vae_prism(o.sizes.size(), 0.0), vae_peer(o.sizes.size(), 0.0);
+  if (prism_vae && peer_vae) {
+    std::printf("\nVAE decode (%s, f32, one image, whole; measured once):\n",
+                o.quick ? "--quick: a tiny AutoencoderKL" : "FLUX.1's AutoencoderKL decoder");
+    for (size_t i = 0; i < o.sizes.size(); ++i) {
+      vae_prism[i] = (*prism_vae)["sizes"][i]["seconds"].get<double>();
+      vae_peer[i] = (*peer_vae)["sizes"][i]["seconds"].get<double>();
+      std::printf("  %dpx: Prism %.2f s, peer %.2f s (Prism %.2fx)\n", o.sizes[i], vae_prism[i], vae_peer[i],
+                  vae_peer[i] / vae_prism[i]);
+    }
+    std::printf("  peak RSS: Prism %.2f GiB (%.2f GiB of f32 weights), peer %.2f GiB\n",
+                gib((*prism_vae)["vm_hwm_bytes"].get<double>()), gib((*prism_vae)["weight_bytes"].get<double>()),
+                gib((*peer_vae)["vm_hwm_bytes"].get<double>()));
+  }
+
   // Seconds per image.
   const std::vector<PassCount> counts = pass_counts();
-  std::printf("\nseconds per image = model passes (counted by DenoiseLoop) x step s + text encodes%s\n",
+  std::printf("\nseconds per image = model passes (counted by DenoiseLoop) x step s + text encodes + VAE decode%s\n",
               extrapolated || o.text_layers != kRealTextLayers ? " (extrapolated figures)" : "");
-  std::printf("  VAE decode: not included (TODO(issue 16): the AutoencoderKL decoder is not on main yet)\n");
+  if (!prism_vae || !peer_vae) std::printf("  VAE decode: not included (--no-vae)\n");
   std::printf("%-48s %7s", "", "passes");
   for (int px : o.sizes) std::printf(" %7dpx prism %7s", px, "peer");
   std::printf("\n");
@@ -668,8 +736,8 @@ int orchestrate(const Options& o, const std::string& exe) {
     const int encodes = pc.uncond > 0 ? 2 : 1;  // the negative prompt is encoded too
     std::printf("%-48s %3lld+%-3lld", pc.name.c_str(), (long long)pc.cond, (long long)pc.uncond);
     for (size_t i = 0; i < ps.size(); ++i)
-      std::printf(" %15.1f %11.1f", double(pc.passes()) * ps[i].full() + encodes * text_prism,
-                  double(pc.passes()) * qs[i].full() + encodes * text_peer);
+      std::printf(" %15.1f %11.1f", double(pc.passes()) * ps[i].full() + encodes * text_prism + vae_prism[i],
+                  double(pc.passes()) * qs[i].full() + encodes * text_peer + vae_peer[i]);
     std::printf("\n");
   }
 
@@ -692,7 +760,7 @@ int orchestrate(const Options& o, const std::string& exe) {
 void usage() {
   std::fprintf(stderr,
                "usage: image_bench [--quick] [--layers K] [--text-layers K] [--rounds N] [--passes N] "
-               "[--sizes 512,1024] [--caption 128] [--threads 2] [--work-dir DIR] [--no-text]\n");
+               "[--sizes 512,1024] [--caption 128] [--threads 2] [--work-dir DIR] [--no-text] [--no-vae]\n");
 }
 
 }  // namespace
@@ -717,6 +785,7 @@ int main(int argc, char** argv) {
     else if (a == "--caption") { o.caption = std::atoi(next().c_str()); caption_given = true; }
     else if (a == "--work-dir") o.work_dir = next();
     else if (a == "--no-text") o.text = false;
+    else if (a == "--no-vae") o.vae = false;
     else if (a == "--role") o.role = next();
     else if (a == "--model") o.model = next();
     else if (a == "--out") o.out = next();
@@ -744,6 +813,7 @@ int main(int argc, char** argv) {
   prism::set_num_threads(o.threads);
   if (o.role == "transformer") return role_transformer(o);
   if (o.role == "text") return role_text(o);
+  if (o.role == "vae") return role_vae(o);
   if (!o.role.empty()) {
     usage();
     return 2;

@@ -32,6 +32,13 @@ the input's dtype. t_embedder stays float32 (its input is the float sinusoid).
         mask, softmax, @ v) alone at the pass's unified sequence length, best of 3.
     image_peer.py run-text --model DIR --out JSON --tokens 128 [--passes 2] [--threads 2]
         hidden_states of one prompt through every layer of the checkpoint, best of --passes.
+    image_peer.py write-vae --out DIR [--quick]
+        An AutoencoderKL vae/ folder at FLUX.1's sizes (Z-Image's VAE; --quick: the tiny layout),
+        f32 random weights (vae_decoder.py's).
+    image_peer.py run-vae --model DIR --out JSON --latents 64x64,128x128 [--threads 2]
+        vae_decoder.decode (diffusers' AutoencoderKL.decode restated) in float32, whole (not
+        tiled, as the Z-Image pipeline decodes), one image per latent size after a small
+        untimed one; seconds per size.
 Run with OMP_WAIT_POLICY=PASSIVE (see embed_peer.py).
 """
 
@@ -48,6 +55,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
 import llama_family as lf  # noqa: E402
+import vae_decoder  # noqa: E402
 import z_image_transformer as zt  # noqa: E402
 from prism_ref import hf_dir, safetensors_io  # noqa: E402
 
@@ -119,6 +127,10 @@ def write_text(args):
     c = lf.make_config("qwen3", lf.LAYOUTS["qwen3"], sizes, "bf16", False, False)
     torch.manual_seed(args.seed)
     hf_dir.write_model_dir(args.out, c, lf.random_state(c, torch.bfloat16), SHARD_BYTES)
+
+
+def write_vae(args):
+    vae_decoder.generate(args.out, "tiny" if args.quick else "real", args.seed, "f32", reference=False)
 
 
 # ---- running the reference in a reduced dtype ---------------------------------------------------
@@ -306,13 +318,31 @@ def run_text(args):
         json.dump(result, f, indent=1)
 
 
+def run_vae(args):
+    torch.set_num_threads(args.threads)
+    with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
+        c = json.load(f)
+    w = {n: t.float() for n, t in safetensors_io.load_file(os.path.join(args.model, vae_decoder.WEIGHTS_FILE)).items()}
+    result = {"threads": args.threads, "sizes": []}
+    with torch.inference_mode():
+        vae_decoder.decode(torch.randn(1, c["latent_channels"], 8, 8), w, c)
+        for h, wd in args.latents:
+            z = torch.randn(1, c["latent_channels"], h, wd)
+            t0 = time.perf_counter()
+            vae_decoder.decode(z, w, c)
+            result["sizes"].append({"latent": [h, wd], "seconds": time.perf_counter() - t0})
+    result["vm_hwm_bytes"] = vm_hwm_bytes()
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("write-transformer", "write-text"):
+    for name in ("write-transformer", "write-text", "write-vae"):
         p = sub.add_parser(name)
         p.add_argument("--out", required=True)
-        p.add_argument("--layers", type=int, required=True)
+        p.add_argument("--layers", type=int, required=name != "write-vae")
         p.add_argument("--quick", action="store_true")
         p.add_argument("--seed", type=int, default=1234)
     p = sub.add_parser("check")
@@ -329,6 +359,12 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ops", action="store_true")
     p.add_argument("--seed", type=int, default=7)
+    p = sub.add_parser("run-vae")
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--latents", type=lambda s: [tuple(int(v) for v in x.split("x")) for x in s.split(",")],
+                   required=True)
+    p.add_argument("--threads", type=int, default=2)
     p = sub.add_parser("run-text")
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
@@ -336,8 +372,8 @@ def main():
     p.add_argument("--passes", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
-    {"write-transformer": write_transformer, "write-text": write_text, "check": check,
-     "run-transformer": run_transformer, "run-text": run_text}[a.cmd](a)
+    {"write-transformer": write_transformer, "write-text": write_text, "write-vae": write_vae, "check": check,
+     "run-transformer": run_transformer, "run-text": run_text, "run-vae": run_vae}[a.cmd](a)
 
 
 if __name__ == "__main__":
