@@ -286,7 +286,8 @@ int role_transformer(const Options& o) {
     r["sizes"].push_back(entry);
   }
   r["vm_hwm_bytes"] = proc_status_kb("VmHWM:") << 10;
-  r["at_end"] = {{"rss_anon_bytes", proc_status_kb("RssAnon:") << 10}, {"rss_file_bytes", proc_status_kb("RssFile:") << 10}};
+  r["at_end"] = {{"rss_anon_bytes", proc_status_kb("RssAnon:") << 10},
+                 {"rss_file_bytes", proc_status_kb("RssFile:") << 10}};
   std::ofstream(o.out) << r.dump(1);
   return 0;
 }
@@ -623,7 +624,8 @@ int orchestrate(const Options& o, const std::string& exe) {
   std::printf("machine load average: %s before the rounds, %s after (2 cores: above ~2 the figures are\n"
               "  slowed by other processes; ratios of neighbouring measurements hold better than seconds)\n",
               load_before.c_str(), load_average().c_str());
-  std::printf("GEMM peak (oneDNN via ops::linear, 1024^3, best of before/after the rounds): bf16 %.0f GFLOP/s, f32 %.0f GFLOP/s\n",
+  std::printf("GEMM peak (oneDNN via ops::linear, 1024^3, best of before/after the rounds): "
+              "bf16 %.0f GFLOP/s, f32 %.0f GFLOP/s\n",
               peaks.bf16, peaks.f32);
 
   const std::vector<json> pb = best_sizes(prism_runs), qb = best_sizes(peer_runs);
@@ -664,13 +666,15 @@ int orchestrate(const Options& o, const std::string& exe) {
     return pb[i]["flops"].get<double>() / (p ? pb[i] : qb[i])["seconds"]["total"].get<double>() * 1e-9;
   }, " %12.0f %10.0f");
   row("  as % of the bf16 GEMM peak", [&](size_t i, bool p) {
-    return 100 * pb[i]["flops"].get<double>() / (p ? pb[i] : qb[i])["seconds"]["total"].get<double>() * 1e-9 / peaks.bf16;
+    const double s = (p ? pb[i] : qb[i])["seconds"]["total"].get<double>();
+    return 100 * pb[i]["flops"].get<double>() / s * 1e-9 / peaks.bf16;
   }, " %11.0f%% %9.0f%%");
 
   // The block's ops alone.
   const bool have_ops = pb[0].contains("ops") && qb[0].contains("ops");
   if (have_ops) {
-    std::printf("\none main block's ops alone at the pass's sequence length (each side's own: Prism fused bf16 linears,\n"
+    std::printf("\none main block's ops alone at the pass's sequence length (each side's own: Prism fused bf16 "
+                "linears,\n"
                 "f32 attention kernel; the peer's bf16 F.linear, bf16 matmul attention with its mask), best of 3:\n");
     const double d = o.quick ? 256 : 3840, inter = std::floor(d / 3 * 8);
     auto lin = [&](size_t i, bool p) {
@@ -750,13 +754,17 @@ int orchestrate(const Options& o, const std::string& exe) {
   double peer_hwm = 0;
   for (const json& j : peer_runs) peer_hwm = std::max(peer_hwm, j["vm_hwm_bytes"].get<double>());
   const double wb = first["weight_bytes"].get<double>();
-  std::printf("\nmemory (the %d-layer checkpoint, up to %dpx): Prism peak RSS %.2f GiB against %.2f GiB of packed weights "
+  std::printf("\nmemory (the %d-layer checkpoint, up to %dpx): Prism peak RSS %.2f GiB against %.2f GiB of packed "
+              "weights "
               "(+%.2f GiB); the peer's peak RSS %.2f GiB\n",
               o.layers, o.sizes.back(), gib(hwm), gib(wb), gib(hwm - wb), gib(peer_hwm));
   if (first.contains("after_load"))
-    std::printf("  Prism's resident memory after load: %.2f GiB anonymous + %.2f GiB file-backed; at the end: %.2f + %.2f GiB\n",
-                gib(first["after_load"]["rss_anon_bytes"].get<double>()), gib(first["after_load"]["rss_file_bytes"].get<double>()),
-                gib(first["at_end"]["rss_anon_bytes"].get<double>()), gib(first["at_end"]["rss_file_bytes"].get<double>()));
+    std::printf("  Prism's resident memory after load: %.2f GiB anonymous + %.2f GiB file-backed; "
+                "at the end: %.2f + %.2f GiB\n",
+                gib(first["after_load"]["rss_anon_bytes"].get<double>()),
+                gib(first["after_load"]["rss_file_bytes"].get<double>()),
+                gib(first["at_end"]["rss_anon_bytes"].get<double>()),
+                gib(first["at_end"]["rss_file_bytes"].get<double>()));
   return 0;
 }
 
@@ -774,7 +782,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   Options o;
-  bool sizes_given = false, caption_given = false, layers_given = false, text_layers_given = false, rounds_given = false;
+  bool sizes_given = false, caption_given = false, layers_given = false, text_layers_given = false;
+  bool rounds_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };

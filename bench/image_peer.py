@@ -80,7 +80,8 @@ SHARD_BYTES = 2 << 30
 
 def draw(name, shape, c):
     """One tensor, float32, on z_image_transformer.random_state's scales."""
-    if name.endswith("norm1.weight") or name.endswith("norm2.weight") or "norm_" in name or name == "cap_embedder.0.weight":
+    if (name.endswith("norm1.weight") or name.endswith("norm2.weight") or "norm_" in name
+            or name == "cap_embedder.0.weight"):
         return 1.0 + 0.2 * torch.randn(shape)
     if name.endswith("pad_token"):
         return torch.randn(shape)
@@ -251,8 +252,8 @@ def block_ops(c, tokens):
     x = torch.randn(tokens, d).to(torch.bfloat16)
     xi = torch.randn(tokens, inter).to(torch.bfloat16)
     weights = {n: (torch.rand(shape) * 0.02).to(torch.bfloat16) for n, shape in (
-        ("to_q", (d, d)), ("to_k", (d, d)), ("to_v", (d, d)), ("to_out", (d, d)), ("w1", (inter, d)), ("w3", (inter, d)),
-        ("w2", (d, inter)))}
+        ("to_q", (d, d)), ("to_k", (d, d)), ("to_v", (d, d)), ("to_out", (d, d)),
+        ("w1", (inter, d)), ("w3", (inter, d)), ("w2", (d, inter)))}
 
     def linears():
         for n, wt in weights.items():
