@@ -4,8 +4,8 @@
 // packed linear of 2048 x 2048 x 2048, f32 and bf16): the ceiling a convolution lowered to
 // GEMM could reach on this machine and tier.
 //
-//   build/bench/conv_bench [--image S]   (S: the decoded image's side; 512 by default)
-//   OMP_NUM_THREADS=1 build/bench/conv_bench --image 256   (per core, by the thread's CPU clock)
+//   build/bench/conv_bench [--image S] [--threads N]   (S: the decoded image's side; 512 by default)
+//   With --threads 1 calls are timed by the thread's CPU clock (what one core does).
 //
 // PRISM_ISA forces a tier. Not a test: prints figures, asserts nothing.
 #include <cstdio>
@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
   int64_t image = 512;
   for (int i = 1; i + 1 < argc; i += 2)
     if (std::string(argv[i]) == "--image") image = std::atol(argv[i + 1]);
-  // One thread (OMP_NUM_THREADS=1) is timed by its CPU clock: what a core does per second,
+    else if (std::string(argv[i]) == "--threads") set_num_threads(std::atoi(argv[i + 1]));
+  // One thread (--threads 1) is timed by its CPU clock: what a core does per second,
   // whatever the neighbours on a shared machine do.
   const bench::Timing timing{.rep_seconds = 0.5, .reps = 3, .thread_cpu_clock = num_threads() == 1};
   std::printf("kernels: %s, threads: %d, image %ldx%ld\n", std::string(isa_name(active_isa())).c_str(), num_threads(),

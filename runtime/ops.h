@@ -196,6 +196,7 @@ struct ConvWeight {
   Conv2dParams params;
   Precision precision = Precision::f32;  // as asked; conv2d_path says how it computes
   bool has_bias = false;
+  int64_t packed_bytes = 0;  // the packed weights and bias as held
   bool defined() const { return packed != nullptr; }
 };
 

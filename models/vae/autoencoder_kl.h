@@ -38,6 +38,7 @@
 #include "base/status.h"
 #include "configs/vae_config.h"
 #include "formats/safetensors.h"
+#include "runtime/ops.h"
 #include "runtime/tensor.h"
 
 namespace prism::models {
@@ -50,13 +51,25 @@ struct VaeTiling {
   double overlap_factor = 0.25;  // diffusers' tile_overlap_factor
 };
 
+struct AutoencoderKLLoadOptions {
+  // The convolutions' weights, packed once at load (ops::pack_conv2d): f32, or bf16 (bf16
+  // weights and activations, f32 accumulate and output) where the tier has native bf16 (f32
+  // compute on the others; ops::conv2d_path says which).
+  ops::Precision conv_precision = ops::Precision::f32;
+  // false: the checkpoint's OIHW weights through the plain ops::conv2d (the path before
+  // packing), for benches and tests that compare the two; conv_precision is then ignored.
+  bool pack_convs = true;
+};
+
 class AutoencoderKLDecoder {
  public:
   // dir: a pipeline's vae/ folder (config.json + diffusion_pytorch_model.safetensors, or its
   // .index.json shards; model.safetensors also accepted).
-  static Result<std::unique_ptr<AutoencoderKLDecoder>> load(const std::string& dir);
+  static Result<std::unique_ptr<AutoencoderKLDecoder>> load(const std::string& dir,
+                                                            const AutoencoderKLLoadOptions& options = {});
   static Result<std::unique_ptr<AutoencoderKLDecoder>> load(const formats::WeightSource& weights,
-                                                            const configs::AutoencoderKLConfig& config);
+                                                            const configs::AutoencoderKLConfig& config,
+                                                            const AutoencoderKLLoadOptions& options = {});
   ~AutoencoderKLDecoder();
 
   // The pipelines' un-scaling of the denoiser's latents (Z-Image, FLUX):
@@ -76,7 +89,7 @@ class AutoencoderKLDecoder {
 
   const configs::AutoencoderKLConfig& config() const;
   int64_t spatial_factor() const;  // 2^(blocks - 1): 8 for FLUX's VAE
-  int64_t weight_bytes() const;    // f32 bytes of the loaded decoder
+  int64_t weight_bytes() const;    // bytes of the loaded decoder's weights as held (convolutions packed)
 
   struct Weights;
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -237,10 +238,13 @@ class PackedConv {
  public:
   static Result<std::shared_ptr<PackedConv>> create(const Tensor& weight, const Tensor& bias, const Conv2dParams& p,
                                                     Precision precision);
-  // x: [N, C_in, H, W] f32 contiguous; out: [N, C_out, H_out, W_out] f32 contiguous.
-  void run(const Tensor& x, Tensor& out) const;
+  // x: [N, C_in, H, W] f32 contiguous. Returns [N, C_out, H_out, W_out] f32 contiguous.
+  Tensor run(const Tensor& x) const;
   bool bf16() const { return bf16_; }
   std::string impl() const { return impl_; }
+  int64_t bytes() const {
+    return int64_t(weights_.front().get_desc().get_size()) + (bias_.defined() ? int64_t(bias_.nbytes()) : 0);
+  }
 
  private:
   struct Plan {
@@ -376,7 +380,7 @@ std::shared_ptr<const PackedConv::Plan> PackedConv::plan(int64_t n, int64_t h, i
   return plans_.emplace(key, std::move(plan)).first->second;
 }
 
-void PackedConv::run(const Tensor& x, Tensor& out) const {
+Tensor PackedConv::run(const Tensor& x) const {
   const std::shared_ptr<const Plan> p = plan(x.size(0), x.size(2), x.size(3));
   const dnnl::convolution_forward::primitive_desc& pd = p->pd;
   const dnnl::engine& eng = cpu::dnnl_engine();
@@ -384,13 +388,16 @@ void PackedConv::run(const Tensor& x, Tensor& out) const {
   // Per-call buffers (the current arena, if any): the source in the primitive's layout, its
   // destination, and the scratchpads.
   auto buffer = [](size_t bytes) { return bytes ? Tensor::empty({int64_t(bytes)}, DType::u8) : Tensor(); };
-  const Tensor src_buf = p->to_src ? buffer(pd.src_desc().get_size()) : Tensor();
+  Tensor src_buf = p->to_src ? buffer(pd.src_desc().get_size()) : Tensor();
   const Tensor dst_buf = p->from_dst ? buffer(pd.dst_desc().get_size()) : Tensor();
   const Tensor scratch = buffer(std::max(p->scratch_bytes, p->reorder_scratch_bytes));
+  const memory::dims out_dims = pd.dst_desc().dims();
+  // With a blocked destination the output is allocated only after the source copy is freed.
+  Tensor out = p->from_dst ? Tensor() : Tensor::empty(Dims(std::span<const int64_t>(out_dims)), DType::f32);
   const memory plain_src(memory::desc(pd.src_desc().dims(), dt::f32, tag::nchw), eng, x.raw_data());
-  const memory plain_dst(memory::desc(pd.dst_desc().dims(), dt::f32, tag::nchw), eng, out.raw_data());
   const memory src = p->to_src ? memory(pd.src_desc(), eng, src_buf.raw_data()) : plain_src;
-  const memory dst = p->from_dst ? memory(pd.dst_desc(), eng, dst_buf.raw_data()) : plain_dst;
+  const memory dst = p->from_dst ? memory(pd.dst_desc(), eng, dst_buf.raw_data())
+                                 : memory(memory::desc(out_dims, dt::f32, tag::nchw), eng, out.raw_data());
   std::optional<memory> scratch_mem;
   if (scratch.defined()) scratch_mem = memory({{scratch.numel()}, dt::u8, tag::x}, eng, scratch.raw_data());
   try {
@@ -404,11 +411,20 @@ void PackedConv::run(const Tensor& x, Tensor& out) const {
                                             {DNNL_ARG_DST, dst}};
     if (bias_.defined()) args.emplace(DNNL_ARG_BIAS, memory(pd.bias_desc(), eng, bias_.raw_data()));
     p->prim.execute(stream, with_scratch(std::move(args)));
-    if (p->from_dst) p->from_dst.execute(stream, with_scratch({{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, plain_dst}}));
+    // The source copy is dead once the convolution has run: freed before the destination's
+    // reorder, so at most one extra activation buffer is live with the input and output.
     stream.wait();
+    src_buf = Tensor();
+    if (p->from_dst) {
+      out = Tensor::empty(Dims(std::span<const int64_t>(out_dims)), DType::f32);
+      const memory plain_dst(memory::desc(out_dims, dt::f32, tag::nchw), eng, out.raw_data());
+      p->from_dst.execute(stream, with_scratch({{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, plain_dst}}));
+      stream.wait();
+    }
   } catch (const dnnl::error&) {
     PRISM_CHECK_MSG(false, "conv: oneDNN failed to run the packed convolution");
   }
+  return out;  // [N, C_out, H_out, W_out] f32
 }
 
 Result<ConvWeight> pack_conv2d(const Tensor& weight, const Tensor& bias, const Conv2dParams& params,
@@ -446,6 +462,7 @@ Result<ConvWeight> pack_conv2d(const Tensor& weight, const Tensor& bias, const C
   w.params = params;
   w.precision = precision;
   w.has_bias = bias.defined();
+  w.packed_bytes = w.packed->bytes();
   return w;
 }
 
@@ -459,10 +476,8 @@ Tensor conv2d(const Tensor& x, const ConvWeight& w) {
   PRISM_CHECK_MSG(x.size(2) + 2 * p.padding_h >= p.dilation_h * (w.kernel_h - 1) + 1 &&
                       x.size(3) + 2 * p.padding_w >= p.dilation_w * (w.kernel_w - 1) + 1,
                   "conv2d: kernel larger than input");
-  Tensor out = Tensor::empty({x.size(0), w.out_channels, ho, wo}, DType::f32);  // [N, C_out, H_out, W_out]
-  if (out.numel() == 0) return out;
-  w.packed->run(x.contiguous(), out);
-  return out;
+  if (x.size(0) == 0 || ho <= 0 || wo <= 0) return Tensor::empty({x.size(0), w.out_channels, ho, wo}, DType::f32);
+  return w.packed->run(x.contiguous());  // [N, C_out, H_out, W_out]
 }
 
 std::string conv2d_path(Precision p) {
