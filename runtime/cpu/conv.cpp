@@ -253,7 +253,11 @@ bool native_bf16() { return active_isa() >= Isa::avx512_bf16; }
 // (N, H, W) then gets its own primitive, also with layouts of oneDNN's choosing, cached here.
 // Should a shape's primitive want another weights layout, the packed weights are reordered
 // into it once and kept beside the first copy (owned here, so no stale-pointer hazard); at
-// the VAE's shapes every primitive takes the packed layout (tests/runtime/conv_packed_test).
+// the FLUX VAE's shapes (a debug count, 256 x 256 image) every f32 primitive takes the packed
+// layout; in bf16 (AMX) the 3x3 convolutions at 256 x 256 positions take another one, so those
+// seven (256 and 128 channels, ~1 MiB each) hold a second copy (~8 MiB in all).
+// (ConvWeight::packed_bytes counts the first copy only.) On the amx tier
+// tests/runtime/conv_packed_test's OneWeightManyShapes runs through such re-layouts.
 // Activations arrive and leave as plain NCHW f32: the source is reordered into the
 // primitive's layout (and to bf16) in a per-call buffer, and the destination back. Except for
 // 1x1 stride-1 convolutions (the VAE's shortcuts): a GEMM straight on NCHW, whose few FLOPs
