@@ -103,6 +103,8 @@ int run_info(bool this_tier_gemm_only) {
   std::printf("paths on the %s tier:\n", std::string(isa_name(active)).c_str());
   for (ops::Precision p : kPrecisions)
     std::printf("  linear %-5s %s\n", std::string(ops::precision_name(p)).c_str(), ops::linear_path(p).c_str());
+  for (ops::Precision p : {ops::Precision::f32, ops::Precision::bf16})
+    std::printf("  conv2d %-5s %s\n", std::string(ops::precision_name(p)).c_str(), ops::conv2d_path(p).c_str());
   std::printf("  attention    %s\n", ops::attention_path().c_str());
   std::printf("GEMM %lld³ through ops::linear (GFLOP/s; GOP/s for int8), each tier in its own process:\n",
               static_cast<long long>(kGemmSize));

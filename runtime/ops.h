@@ -197,6 +197,33 @@ struct Conv2dParams {
 // x: [N, C_in, H, W]; weight: [C_out, C_in / groups, KH, KW]. Returns [N, C_out, H_out, W_out].
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p = {});
 
+// 2-D convolution weights packed once, at load, into the layout oneDNN's convolution wants
+// (models that run a conv many times: the VAE decoder). Activations stay plain NCHW f32 at
+// the op's boundary; the primitive's own layouts for them are reorders inside the call.
+// Precision: f32, or bf16 (bf16 weights, activations rounded to bf16, f32 accumulate and
+// output) on tiers with native bf16 (avx512_bf16, amx); on the others bf16 computes in f32
+// with the weights as given (conv2d_path says which). int8 is refused.
+class PackedConv;  // backend-specific; defined in runtime/cpu/conv.cpp
+
+struct ConvWeight {
+  std::shared_ptr<const PackedConv> packed;
+  int64_t in_channels = 0, out_channels = 0, kernel_h = 0, kernel_w = 0;
+  Conv2dParams params;
+  Precision precision = Precision::f32;  // as asked; conv2d_path says how it computes
+  bool has_bias = false;
+  int64_t packed_bytes = 0;  // the packed weights and bias as held
+  bool defined() const { return packed != nullptr; }
+};
+
+// weight: [C_out, C_in / groups, KH, KW] f32, bf16 or f16; bias: [C_out] or undefined. The
+// source tensors are not referenced after packing.
+Result<ConvWeight> pack_conv2d(const Tensor& weight, const Tensor& bias, const Conv2dParams& params,
+                               Precision precision);
+// x: [N, C_in, H, W] f32 (any strides). Returns [N, C_out, H_out, W_out] f32, contiguous.
+Tensor conv2d(const Tensor& x, const ConvWeight& w);
+// How conv2d(x, ConvWeight) computes a precision on the active tier, for `prism info`.
+std::string conv2d_path(Precision p);
+
 // x: [N, C, H, W] f32, contiguous; weight, bias: [C] (either may be undefined); groups divides
 // C. Normalises each (sample, group) over its C / groups channels and H * W positions, then
 // applies the per-channel affine (torch.nn.GroupNorm), and SiLU after it when silu is set.

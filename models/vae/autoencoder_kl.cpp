@@ -25,10 +25,13 @@ constexpr float kEps = 1e-6f;  // every GroupNorm of the decoder (resnets, atten
 // 128 x 128 latent's 16384 x 16384 score matrix (1 GiB) is never whole.
 constexpr int64_t kMaxScoreFloats = int64_t(16) << 20;
 
+// Square kernels, stride 1, padding k / 2 (sizes kept). Packed at load, or (pack_convs off)
+// the checkpoint's tensors for the plain ops::conv2d.
 struct Conv {
-  Tensor weight;  // [out, in, k, k] f32
-  Tensor bias;    // [out] f32
-  bool defined() const { return weight.defined(); }
+  ops::ConvWeight packed;
+  Tensor weight;  // [out, in, k, k] f32; only when not packed
+  Tensor bias;    // [out] f32; only when not packed
+  bool defined() const { return packed.defined() || weight.defined(); }
 };
 
 struct GroupNormWeights {
@@ -72,10 +75,22 @@ using Weights = AutoencoderKLDecoder::Weights;
 
 // ---- loading ----------------------------------------------------------------------------------
 
-Result<Conv> load_conv(const WeightSource& src, const std::string& p, int64_t out, int64_t in, int64_t k) {
+// What load_conv needs besides names and shapes; one per load.
+struct ConvLoad {
+  const WeightSource& src;
+  const AutoencoderKLLoadOptions& options;
+};
+
+Result<Conv> load_conv(const ConvLoad& l, const std::string& p, int64_t out, int64_t in, int64_t k) {
   Conv c;
-  PRISM_ASSIGN_OR_RETURN(c.weight, common::load_f32(src, p + ".weight", {out, in, k, k}));
-  PRISM_ASSIGN_OR_RETURN(c.bias, common::load_f32(src, p + ".bias", {out}));
+  PRISM_ASSIGN_OR_RETURN(c.weight, common::load_f32(l.src, p + ".weight", {out, in, k, k}));
+  PRISM_ASSIGN_OR_RETURN(c.bias, common::load_f32(l.src, p + ".bias", {out}));
+  if (!l.options.pack_convs) return c;
+  const int pad = int(k / 2);
+  PRISM_ASSIGN_OR_RETURN(c.packed, ops::pack_conv2d(c.weight, c.bias, {.padding_h = pad, .padding_w = pad},
+                                                    l.options.conv_precision));
+  c.weight = Tensor();  // the packed copy is the only one kept
+  c.bias = Tensor();
   return c;
 }
 
@@ -86,14 +101,14 @@ Result<GroupNormWeights> load_norm(const WeightSource& src, const std::string& p
   return n;
 }
 
-Result<Resnet> load_resnet(const WeightSource& src, const std::string& p, int64_t in, int64_t out) {
+Result<Resnet> load_resnet(const ConvLoad& l, const std::string& p, int64_t in, int64_t out) {
   Resnet r;
-  PRISM_ASSIGN_OR_RETURN(r.norm1, load_norm(src, p + "norm1", in));
-  PRISM_ASSIGN_OR_RETURN(r.conv1, load_conv(src, p + "conv1", out, in, 3));
-  PRISM_ASSIGN_OR_RETURN(r.norm2, load_norm(src, p + "norm2", out));
-  PRISM_ASSIGN_OR_RETURN(r.conv2, load_conv(src, p + "conv2", out, out, 3));
+  PRISM_ASSIGN_OR_RETURN(r.norm1, load_norm(l.src, p + "norm1", in));
+  PRISM_ASSIGN_OR_RETURN(r.conv1, load_conv(l, p + "conv1", out, in, 3));
+  PRISM_ASSIGN_OR_RETURN(r.norm2, load_norm(l.src, p + "norm2", out));
+  PRISM_ASSIGN_OR_RETURN(r.conv2, load_conv(l, p + "conv2", out, out, 3));
   if (in != out) {
-    PRISM_ASSIGN_OR_RETURN(r.conv_shortcut, load_conv(src, p + "conv_shortcut", out, in, 1));
+    PRISM_ASSIGN_OR_RETURN(r.conv_shortcut, load_conv(l, p + "conv_shortcut", out, in, 1));
   }
   return r;
 }
@@ -110,19 +125,21 @@ Result<Attention> load_attention(const WeightSource& src, const std::string& p, 
   return a;
 }
 
-Result<Weights> load_weights(const WeightSource& src, const configs::AutoencoderKLConfig& c) {
+Result<Weights> load_weights(const WeightSource& src, const configs::AutoencoderKLConfig& c,
+                             const AutoencoderKLLoadOptions& options) {
   const std::vector<int64_t>& ch = c.block_out_channels;
   const int64_t top = ch.back(), latent = c.latent_channels;
+  const ConvLoad l{src, options};
   Weights w;
   if (c.use_post_quant_conv) {
-    PRISM_ASSIGN_OR_RETURN(w.post_quant_conv, load_conv(src, "post_quant_conv", latent, latent, 1));
+    PRISM_ASSIGN_OR_RETURN(w.post_quant_conv, load_conv(l, "post_quant_conv", latent, latent, 1));
   }
-  PRISM_ASSIGN_OR_RETURN(w.conv_in, load_conv(src, "decoder.conv_in", top, latent, 3));
-  PRISM_ASSIGN_OR_RETURN(w.mid_resnet0, load_resnet(src, "decoder.mid_block.resnets.0.", top, top));
+  PRISM_ASSIGN_OR_RETURN(w.conv_in, load_conv(l, "decoder.conv_in", top, latent, 3));
+  PRISM_ASSIGN_OR_RETURN(w.mid_resnet0, load_resnet(l, "decoder.mid_block.resnets.0.", top, top));
   if (c.mid_block_add_attention) {
     PRISM_ASSIGN_OR_RETURN(w.mid_attention, load_attention(src, "decoder.mid_block.attentions.0.", top));
   }
-  PRISM_ASSIGN_OR_RETURN(w.mid_resnet1, load_resnet(src, "decoder.mid_block.resnets.1.", top, top));
+  PRISM_ASSIGN_OR_RETURN(w.mid_resnet1, load_resnet(l, "decoder.mid_block.resnets.1.", top, top));
   int64_t prev = top;
   for (int64_t i = 0; i < c.num_blocks(); ++i) {
     const int64_t out = ch[size_t(c.num_blocks() - 1 - i)];
@@ -130,17 +147,17 @@ Result<Weights> load_weights(const WeightSource& src, const configs::Autoencoder
     UpBlock block;
     for (int64_t j = 0; j <= c.layers_per_block; ++j) {
       PRISM_ASSIGN_OR_RETURN(Resnet r,
-                             load_resnet(src, p + "resnets." + std::to_string(j) + ".", j == 0 ? prev : out, out));
+                             load_resnet(l, p + "resnets." + std::to_string(j) + ".", j == 0 ? prev : out, out));
       block.resnets.push_back(std::move(r));
     }
     if (i + 1 < c.num_blocks()) {  // the last block keeps its resolution
-      PRISM_ASSIGN_OR_RETURN(block.upsampler, load_conv(src, p + "upsamplers.0.conv", out, out, 3));
+      PRISM_ASSIGN_OR_RETURN(block.upsampler, load_conv(l, p + "upsamplers.0.conv", out, out, 3));
     }
     w.up_blocks.push_back(std::move(block));
     prev = out;
   }
   PRISM_ASSIGN_OR_RETURN(w.conv_norm_out, load_norm(src, "decoder.conv_norm_out", ch[0]));
-  PRISM_ASSIGN_OR_RETURN(w.conv_out, load_conv(src, "decoder.conv_out", c.out_channels, ch[0], 3));
+  PRISM_ASSIGN_OR_RETURN(w.conv_out, load_conv(l, "decoder.conv_out", c.out_channels, ch[0], 3));
   return w;
 }
 
@@ -159,6 +176,7 @@ Result<WeightSource> open_weights(const std::string& dir) {
 // ---- the forward pass -------------------------------------------------------------------------
 
 Tensor conv(const Tensor& x, const Conv& c) {
+  if (c.packed.defined()) return ops::conv2d(x, c.packed);
   const int pad = int(c.weight.size(2) / 2);  // 3x3 convs pad 1, 1x1 pad 0: sizes kept
   return ops::conv2d(x, c.weight, c.bias, {.padding_h = pad, .padding_w = pad});
 }
@@ -258,19 +276,21 @@ AutoencoderKLDecoder::AutoencoderKLDecoder(configs::AutoencoderKLConfig config, 
 AutoencoderKLDecoder::~AutoencoderKLDecoder() = default;
 
 Result<std::unique_ptr<AutoencoderKLDecoder>> AutoencoderKLDecoder::load(const WeightSource& weights,
-                                                                         const configs::AutoencoderKLConfig& config) {
+                                                                         const configs::AutoencoderKLConfig& config,
+                                                                         const AutoencoderKLLoadOptions& options) {
   PRISM_RETURN_IF_ERROR(config.validate());
   ArenaScope no_arena(nullptr);  // weights outlive every decode
-  PRISM_ASSIGN_OR_RETURN(Weights loaded, load_weights(weights, config));
+  PRISM_ASSIGN_OR_RETURN(Weights loaded, load_weights(weights, config, options));
   return std::unique_ptr<AutoencoderKLDecoder>(
       new AutoencoderKLDecoder(config, std::make_unique<Weights>(std::move(loaded))));
 }
 
-Result<std::unique_ptr<AutoencoderKLDecoder>> AutoencoderKLDecoder::load(const std::string& dir) {
+Result<std::unique_ptr<AutoencoderKLDecoder>> AutoencoderKLDecoder::load(const std::string& dir,
+                                                                         const AutoencoderKLLoadOptions& options) {
   PRISM_ASSIGN_OR_RETURN(const configs::AutoencoderKLConfig config, configs::AutoencoderKLConfig::load(dir));
   Result<WeightSource> src = open_weights(dir);
   if (!src) return common::in_dir(dir, src.status());
-  Result<std::unique_ptr<AutoencoderKLDecoder>> model = load(*src, config);
+  Result<std::unique_ptr<AutoencoderKLDecoder>> model = load(*src, config, options);
   if (!model) return common::in_dir(dir, model.status());
   return model;
 }
@@ -368,7 +388,8 @@ Tensor AutoencoderKLDecoder::tiled_decode(const Tensor& z, const VaeTiling& tili
 int64_t AutoencoderKLDecoder::weight_bytes() const {
   int64_t bytes = 0;
   auto conv_bytes = [&](const Conv& c) {
-    if (c.defined()) bytes += int64_t(c.weight.nbytes() + c.bias.nbytes());
+    if (c.packed.defined()) bytes += c.packed.packed_bytes;
+    else if (c.defined()) bytes += int64_t(c.weight.nbytes() + c.bias.nbytes());
   };
   auto norm_bytes = [&](const GroupNormWeights& n) { bytes += int64_t(n.weight.nbytes() + n.bias.nbytes()); };
   auto resnet_bytes = [&](const Resnet& r) {

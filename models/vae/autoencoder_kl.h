@@ -4,9 +4,10 @@
 // Computes only: the denoise loop, batching of requests and image encoding (PNG) live
 // elsewhere; the encoder half is not loaded.
 //
-// Precision: f32 throughout (bf16 / f16 checkpoints are widened at load); convolutions run
-// through ops::conv2d (oneDNN, f32 only), the mid-block attention's projections through packed
-// f32 linears.
+// Precision: f32 throughout (bf16 / f16 checkpoints are widened at load), except that the
+// convolutions, packed once at load (ops::pack_conv2d), may be bf16 (AutoencoderKLLoadOptions:
+// bf16 weights and activations, f32 accumulate and output, on tiers with native bf16; f32
+// compute on the others). The mid-block attention's projections are packed f32 linears.
 //
 // NOTE (memory): images are decoded one at a time (GroupNorm and attention never mix images),
 // so the peak is one image's activations, or with tiling one tile's, plus the output.
@@ -28,6 +29,23 @@
 // (64 MiB chunks of queries).
 // Time: ~10.5 TFLOP for a 1024 x 1024 image, nearly all in the 3x3 convolutions at full
 // resolution; 45 s for 512 x 512 (2.5 TFLOP) on the 2-core development machine.
+// NOTE (time by conv path): bench/vae_decode_bench, FLUX's sizes with random weights, one core
+// (amx tier) timed by its CPU clock, the three paths in one run, against oneDNN's GEMM peak
+// measured in the same run (f32 178-185, bf16 722-766 GFLOP/s per core):
+//   build/bench/vae_decode_bench --model /tmp/flux-vae --latent 64,64 --convs plain,f32,bf16 --threads 1
+//                 plain OIHW f32        packed f32              packed bf16
+//   256 x 256     5.06 s  123 GF/s      4.53 s  137 GF/s 1.12x  1.95 s  319 GF/s 2.6x
+//   512 x 512     22.3 s  113 GF/s      21.0 s  120 GF/s 1.06x  9.63 s  261 GF/s 2.3x
+// (GF/s: the decode's FLOPs over its time, 64-74% of the f32 peak, 36-42% of bf16's.) Packed
+// f32 gains little because oneDNN's plain-layout primitive is already at ~90% of the f32 peak
+// on these 3x3 convolutions (runtime/cpu/conv.cpp, NOTE (packed figures)); bf16 on AMX is where
+// packing pays. The convolutions alone (bench/conv_bench --image 512 --threads 1, summed over
+// the decode's shapes) take ~18.2 s plain and ~5.4 s bf16 of those 22.3 s and 9.6 s: the rest
+// of the graph (GroupNorm, upsampling, the mid-block attention; ~4 s) is then ~44% of a bf16
+// decode, the next thing to make faster.
+// Memory: the packed path holds one more activation-sized buffer during a conv (its blocked
+// source, then destination): decode added at 512 x 512, one process per path: plain 696 MiB,
+// packed f32 898 MiB, packed bf16 898 MiB. Weights: 189 MiB f32, 97 MiB with bf16 convs.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +56,7 @@
 #include "base/status.h"
 #include "configs/vae_config.h"
 #include "formats/safetensors.h"
+#include "runtime/ops.h"
 #include "runtime/tensor.h"
 
 namespace prism::models {
@@ -50,13 +69,25 @@ struct VaeTiling {
   double overlap_factor = 0.25;  // diffusers' tile_overlap_factor
 };
 
+struct AutoencoderKLLoadOptions {
+  // The convolutions' weights, packed once at load (ops::pack_conv2d): f32, or bf16 (bf16
+  // weights and activations, f32 accumulate and output) where the tier has native bf16 (f32
+  // compute on the others; ops::conv2d_path says which).
+  ops::Precision conv_precision = ops::Precision::f32;
+  // false: the checkpoint's OIHW weights through the plain ops::conv2d (the path before
+  // packing), for benches and tests that compare the two; conv_precision is then ignored.
+  bool pack_convs = true;
+};
+
 class AutoencoderKLDecoder {
  public:
   // dir: a pipeline's vae/ folder (config.json + diffusion_pytorch_model.safetensors, or its
   // .index.json shards; model.safetensors also accepted).
-  static Result<std::unique_ptr<AutoencoderKLDecoder>> load(const std::string& dir);
+  static Result<std::unique_ptr<AutoencoderKLDecoder>> load(const std::string& dir,
+                                                            const AutoencoderKLLoadOptions& options = {});
   static Result<std::unique_ptr<AutoencoderKLDecoder>> load(const formats::WeightSource& weights,
-                                                            const configs::AutoencoderKLConfig& config);
+                                                            const configs::AutoencoderKLConfig& config,
+                                                            const AutoencoderKLLoadOptions& options = {});
   ~AutoencoderKLDecoder();
 
   // The pipelines' un-scaling of the denoiser's latents (Z-Image, FLUX):
@@ -76,7 +107,7 @@ class AutoencoderKLDecoder {
 
   const configs::AutoencoderKLConfig& config() const;
   int64_t spatial_factor() const;  // 2^(blocks - 1): 8 for FLUX's VAE
-  int64_t weight_bytes() const;    // f32 bytes of the loaded decoder
+  int64_t weight_bytes() const;    // bytes of the loaded decoder's weights as held (convolutions packed)
 
   struct Weights;
 

@@ -15,6 +15,7 @@
 // summation orders of the avx2 / avx512 / avx512_bf16 tiers (PRISM_ISA), none of which rounds
 // to bf16 at Precision::f32.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -26,6 +27,7 @@
 #include "formats/safetensors.h"
 #include "models/vae/autoencoder_kl.h"
 #include "runtime/arena.h"
+#include "runtime/ops.h"
 #include "test_util/paths.h"
 #include "test_util/reference_io.h"
 
@@ -37,6 +39,14 @@ using models::VaeTiling;
 
 constexpr char kScript[] = "vae_decoder.py";
 constexpr double kMaxAbsError = 1e-4;
+// NOTE (bf16 bound): with bf16 convolutions each conv rounds its input and weights to bf16,
+// so each product is off by at most 2^-7 of its magnitude; GroupNorm brings every stage back to
+// unit scale, so the error an output can carry grows at most linearly over the convs in series
+// ("tiny": conv_in, 2 mid resnets x 2, 2 resnets x 2 in each of the two up blocks, one
+// upsampler, conv_out: 15). Bound: 15 * 2^-7 of the image's range (max |ref|). Measured on
+// amx and avx512_bf16: 0.008-0.0095 at max |ref| 1.4-1.7, ~20x inside it; on tiers without native
+// bf16 the convs compute in f32 and the f32 figure (~1.5e-6) holds.
+constexpr double kSeriesConvs = 15;
 
 struct Layout {
   const char* name;  // the generated directory's name and the test's
@@ -150,6 +160,30 @@ TEST_P(VaeDecoderParity, TiledDecodeMatchesReferenceTiledDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, VaeDecoderParity, ::testing::ValuesIn(kLayouts), layout_name);
+
+// The same decoder with its convolutions packed as bf16 (AutoencoderKLLoadOptions), against
+// the float64 reference within NOTE (bf16 bound), and against the plain f32
+// convolutions (pack_convs off), which must match the reference as the packed f32 ones do.
+TEST(VaeDecoderPrecision, Bf16ConvsWithinBound) {
+  Result<std::string> dir = generated_dir(kLayouts[0]);
+  ASSERT_TRUE(dir.has_value()) << dir.status().to_string();
+  Result<std::unique_ptr<AutoencoderKLDecoder>> bf16 =
+      AutoencoderKLDecoder::load(*dir, {.conv_precision = ops::Precision::bf16});
+  ASSERT_TRUE(bf16.has_value()) << bf16.status().to_string();
+  Result<std::unique_ptr<AutoencoderKLDecoder>> plain = AutoencoderKLDecoder::load(*dir, {.pack_convs = false});
+  ASSERT_TRUE(plain.has_value()) << plain.status().to_string();
+  Result<std::shared_ptr<const formats::SafetensorsFile>> ref = test::open_reference(*dir);
+  ASSERT_TRUE(ref.has_value()) << ref.status().to_string();
+  for (const std::string& c : kLayouts[0].cases) {
+    const Tensor z = (*bf16)->unscale_latents(*(*ref)->get("latents_" + c));
+    const Tensor want = *(*ref)->get("image_" + c);
+    const Tensor got = (*bf16)->decode(z);
+    const double bound = kSeriesConvs * std::ldexp(1.0, -7) * test::compare(got, want).max_abs_ref;
+    EXPECT_TRUE(max_abs_within(got, want, bound)) << c;
+    report("tiny", "bf16 convs " + c + " (" + ops::conv2d_path(ops::Precision::bf16) + ")", test::compare(got, want));
+    EXPECT_TRUE(max_abs_within((*plain)->decode(z), want, kMaxAbsError)) << c;
+  }
+}
 
 // ---- the loader and the tiling option ---------------------------------------------------------
 
