@@ -28,7 +28,7 @@ Result<int64_t> knob_in(const serving::Knobs& knobs, std::string_view name, int6
 const std::vector<std::string_view>& image_knob_names() {
   static const std::vector<std::string_view> names = {"default_steps", "default_guidance_scale", "max_image_side",
                                                       "max_images", "max_sequence_length", "tiny_autoencoder",
-                                                      "text_encoder_precision"};
+                                                      "text_encoder_precision", "vae_precision"};
   return names;
 }
 

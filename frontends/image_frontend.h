@@ -25,7 +25,8 @@ namespace prism::frontends {
 // defaults for requests; the pipeline's 50 and 5.0 when unset), max_image_side (pixels, 2048),
 // max_images (n, 4), max_sequence_length (prompt tokens, the pipeline's 512), tiny_autoencoder
 // (the path of a TAESD-layout decoder for the model's latents: previews "tiny"; none by default);
-// and the engine's: text_encoder_precision (f32, bf16, int8; default the deployment's precision).
+// and the engine's: text_encoder_precision (f32, bf16, int8; default the deployment's precision),
+// vae_precision (f32 or bf16; default f32).
 const std::vector<std::string_view>& image_knob_names();
 
 class ImageFrontend final : public serving::Frontend {

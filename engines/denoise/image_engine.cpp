@@ -64,6 +64,10 @@ class ImageEngine final : public serving::Engine {
                            config_.knobs.get_string("text_encoder_precision", config_.precision));
     PRISM_ASSIGN_OR_RETURN(options.text_encoder_precision, ops::parse_precision(text_precision));
     PRISM_ASSIGN_OR_RETURN(options.tiny_autoencoder, config_.knobs.get_string("tiny_autoencoder", ""));
+    PRISM_ASSIGN_OR_RETURN(const std::string vae_precision, config_.knobs.get_string("vae_precision", "f32"));
+    PRISM_ASSIGN_OR_RETURN(options.vae_precision, ops::parse_precision(vae_precision));
+    if (options.vae_precision == ops::Precision::int8)
+      return invalid_argument(config_.knobs.where("vae_precision") + " must be f32 or bf16 (the VAE has no int8 path)");
     PRISM_ASSIGN_OR_RETURN(pipeline_, ImagePipeline::load(config_.model, options));
     loop_.set_progress_callback([this](const DenoiseProgress& p) { on_progress(p); });
     return Status();

@@ -59,7 +59,8 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::load(const std::string& di
                                                                            options.text_encoder_precision,
                                                                            {.hidden_states_index = -2}));
   PRISM_ASSIGN_OR_RETURN(p->denoiser_, models::load_z_image(dir, options.precision));
-  PRISM_ASSIGN_OR_RETURN(p->vae_, models::AutoencoderKLDecoder::load((root / "vae").string()));
+  PRISM_ASSIGN_OR_RETURN(p->vae_, models::AutoencoderKLDecoder::load((root / "vae").string(),
+                                                                      {.conv_precision = options.vae_precision}));
   if (p->vae_->config().latent_channels != p->denoiser_->latent_channels())
     return invalid_argument(dir + ": the VAE decodes " + std::to_string(p->vae_->config().latent_channels) +
                             " latent channels but the transformer makes " +

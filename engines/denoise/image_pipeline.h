@@ -32,6 +32,9 @@ struct ImagePipelineOptions {
   // The text encoder's linears. It runs once per prompt, not per step, but holds as many bytes
   // as the transformer (Z-Image: 4B parameters beside 6B): int8 halves its 8 GB of bf16.
   ops::Precision text_encoder_precision = ops::Precision::f32;
+  // The VAE decoder's convolutions (f32, or bf16 where the CPU has native bf16: ~2.3x faster
+  // on AMX, ~1e-2 off f32 after the decoder's 15 convolutions in series; docs/image.md).
+  ops::Precision vae_precision = ops::Precision::f32;
   // A TAESD-layout decoder (.pth or .safetensors) for the model's latents: previews "tiny" and
   // the fast decode. Empty: none (previews use the fitted projection).
   std::string tiny_autoencoder;
