@@ -25,8 +25,8 @@ struct FlowSchedule {
 
 struct ScheduleRequest {
   int num_steps = 0;
-  std::optional<double> mu;    // required when the config uses dynamic shifting
-  std::vector<double> sigmas;  // custom unshifted sigmas (the pipeline's `sigmas`); empty: default
+  std::optional<double> mu{};  // required when the config uses dynamic shifting
+  std::vector<double> sigmas{};  // custom unshifted sigmas (the pipeline's `sigmas`); empty: default
 };
 
 // set_timesteps(num_steps, sigmas, mu) of the config's scheduler class. invalid_argument for a

@@ -37,7 +37,7 @@ struct ImagePipelineOptions {
   ops::Precision vae_precision = ops::Precision::f32;
   // A TAESD-layout decoder (.pth or .safetensors) for the model's latents: previews "tiny" and
   // the fast decode. Empty: none (previews use the fitted projection).
-  std::string tiny_autoencoder;
+  std::string tiny_autoencoder{};
 };
 
 class ImagePipeline {

@@ -281,7 +281,9 @@ TEST_F(ImageDeployment, ConcurrentRequestsShareModelPasses) {
         submit = step->step == 1;
       }
     }
-    if (submit) EXPECT_TRUE(deployment_->submit(r2).ok());
+    if (submit) {
+      EXPECT_TRUE(deployment_->submit(r2).ok());
+    }
   };
   ASSERT_TRUE(deployment_->submit(std::move(r1)).ok());
   wait({&first, &second});
