@@ -150,11 +150,13 @@ struct Variant {
 
 // The block with each change added in turn: "before" is every switch off.
 const Variant kVariants[] = {
-    {"before (all off)", {.qk_norm_rope = false, .segmented_norms = false, .static_plan = false}},
-    {"+ qk_norm_rope", {.qk_norm_rope = true, .segmented_norms = false, .static_plan = false}},
-    {"+ segmented_norms", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = false}},
-    {"after (all on)", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = true}},
+    {"before (all off)", {.qk_norm_rope = false, .segmented_norms = false, .static_plan = false, .bf16_attention = false}},
+    {"+ qk_norm_rope", {.qk_norm_rope = true, .segmented_norms = false, .static_plan = false, .bf16_attention = false}},
+    {"+ segmented_norms", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = false, .bf16_attention = false}},
+    {"+ static_plan", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = true, .bf16_attention = false}},
+    {"after (+ bf16 attn)", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = true, .bf16_attention = true}},
 };
+constexpr size_t kAfter = std::size(kVariants) - 1;
 
 void bench_resolution(models::ZImageTransformer& model, int64_t side, double peak, int reps, bool blocks_only) {
   const configs::ZImageConfig& c = model.config();
@@ -186,7 +188,8 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
   for (size_t v = 0; v < std::size(kVariants); ++v)
     std::printf("%-20s %10.4f %9.1f %7.1f%% %12.2f\n", kVariants[v].name, best[v], block_flops / best[v] * 1e-9,
                 100.0 * block_flops / best[v] * 1e-9 / peak, 1e3 * begin_best[v]);
-  std::printf("block speed-up, after vs before: %.3fx\n", best[0] / best[3]);
+  std::printf("block speed-up, after vs before: %.3fx; bf16 attention vs f32 attention: %.3fx\n", best[0] / best[kAfter],
+              best[kAfter - 1] / best[kAfter]);
   if (blocks_only) return;
 
   // The ops each change replaces, on the block's real tensors.
@@ -265,15 +268,28 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
       std::printf("%-44s %10.1f %9.1f %7.1f%%\n", l.name, 1e3 * sec, fl / sec * 1e-9, 100.0 * fl / sec * 1e-9 / peak);
     }
     const Tensor q = qkv.slice(1, 0, heads), k = qkv.slice(1, heads, 2 * heads), v = qkv.slice(1, 2 * heads, 3 * heads);
-    const double att = best_seconds([&] {
-      scratch.reset();
-      (void)ops::attention(q, k, v, {cu, cu, Tensor()}, {.causal = false});
-    });
+    // f32 and bf16 attention interleaved (the machine's load drifts), best of each.
+    double att = 1e30, att_bf16 = 1e30;
+    for (int r = 0; r < 2; ++r) {
+      att = std::min(att, best_seconds([&] {
+                       scratch.reset();
+                       (void)ops::attention(q, k, v, {cu, cu, Tensor()}, {.causal = false});
+                     }));
+      att_bf16 = std::min(att_bf16, best_seconds([&] {
+                            scratch.reset();
+                            (void)ops::attention(q, k, v, {cu, cu, Tensor()},
+                                                 {.causal = false, .precision = ops::AttentionPrecision::bf16});
+                          }));
+    }
     const double att_fl = 4.0 * double(t) * double(t) * double(dm);
     total += att;
-    std::printf("%-44s %10.1f %9.1f %7.1f%%  (%s)\n", "attention (f32)", 1e3 * att, att_fl / att * 1e-9,
-                100.0 * att_fl / att * 1e-9 / peak, ops::attention_path().c_str());
-    std::printf("%-44s %10.1f ms of %.1f ms per block\n", "sum of the above", 1e3 * total, 1e3 * best[3]);
+    std::printf("%-44s %10.1f %9.1f %7.1f%%\n", "attention (f32)", 1e3 * att, att_fl / att * 1e-9,
+                100.0 * att_fl / att * 1e-9 / peak);
+    std::printf("%-44s %10.1f %9.1f %7.1f%%  (%.2fx f32)\n", "attention (bf16)", 1e3 * att_bf16,
+                att_fl / att_bf16 * 1e-9, 100.0 * att_fl / att_bf16 * 1e-9 / peak, att / att_bf16);
+    std::printf("attention path: %s\n", ops::attention_path().c_str());
+    std::printf("%-44s %10.1f ms of %.1f ms per block\n", "sum of the above (f32 attention)", 1e3 * total,
+                1e3 * best[kAfter - 1]);
   }
   std::printf("%-44s %10s %10s %8s %9s\n", "ops per block", "before ms", "after ms", "speed-up", "of block");
   std::printf("%-44s %10.3f %10.3f %7.2fx %8.2f%%\n", "q,k: rms_norm + apply_rope -> rms_norm_rope_", 1e3 * qk_before,
