@@ -46,7 +46,7 @@ AttentionCase make_case(const std::vector<std::pair<int, int>>& lens) {
   return c;
 }
 
-// x rounded to bf16 (nearest even) and back, elementwise; abs_too: |x| instead.
+// x rounded to bf16 (nearest even) and back, elementwise; abs: |that| instead.
 Tensor bf16_round(const Tensor& x, bool abs) {
   Tensor y = x.contiguous().clone();
   float* p = y.data<float>();
