@@ -10,8 +10,8 @@
 // 2048^3 bf16 matmul, weights pre-reordered) measured in the same run.
 // The weights are random (N(0, 0.02^2)), written once as a one-layer, no-refiner checkpoint
 // in the real layout to a temporary folder and loaded as a deployment would.
-// Usage: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE z_image_block_bench [512|1024|all] [reps] [blocks]
-// (blocks: the whole-block table only)
+// Usage: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE z_image_block_bench [512|1024|all] [reps] [blocks|attention]
+// (blocks: the whole-block table only; attention: f32 vs bf16 attention only)
 // (the active tier: PRISM_ISA may force one). Never a test: it asserts nothing.
 #include <unistd.h>
 
@@ -150,13 +150,16 @@ struct Variant {
 
 // The block with each change added in turn: "before" is every switch off.
 const Variant kVariants[] = {
-    {"before (all off)", {.qk_norm_rope = false, .segmented_norms = false, .static_plan = false}},
-    {"+ qk_norm_rope", {.qk_norm_rope = true, .segmented_norms = false, .static_plan = false}},
-    {"+ segmented_norms", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = false}},
-    {"after (all on)", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = true}},
+    {"before (all off)", {.qk_norm_rope = false, .segmented_norms = false, .static_plan = false, .bf16_attention = false}},
+    {"+ qk_norm_rope", {.qk_norm_rope = true, .segmented_norms = false, .static_plan = false, .bf16_attention = false}},
+    {"+ segmented_norms", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = false, .bf16_attention = false}},
+    {"+ static_plan", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = true, .bf16_attention = false}},
+    {"after (+ bf16 attn)", {.qk_norm_rope = true, .segmented_norms = true, .static_plan = true, .bf16_attention = true}},
 };
+constexpr size_t kAfter = std::size(kVariants) - 1;
 
-void bench_resolution(models::ZImageTransformer& model, int64_t side, double peak, int reps, bool blocks_only) {
+void bench_resolution(models::ZImageTransformer& model, int64_t side, double peak, int reps, const std::string& mode) {
+  const bool attention_only = mode == "attention";
   const configs::ZImageConfig& c = model.config();
   const std::vector<models::ZImageRow> rows = make_rows(c, side);
   const int64_t image_tokens = (side / 16) * (side / 16), t = image_tokens + 128;
@@ -169,7 +172,7 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
   // forward order on even reps and reversed on odd ones (so neither side always runs first).
   std::vector<double> best(std::size(kVariants), 1e30), begin_best(std::size(kVariants), 1e30);
   Arena arena;
-  for (int r = 0; r < reps; ++r)
+  for (int r = 0; r < (attention_only ? 0 : reps); ++r)
     for (size_t i = 0; i < std::size(kVariants); ++i) {
       const size_t v = r % 2 == 0 ? i : std::size(kVariants) - 1 - i;
       model.set_kernels(kVariants[v].kernels);
@@ -186,8 +189,9 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
   for (size_t v = 0; v < std::size(kVariants); ++v)
     std::printf("%-20s %10.4f %9.1f %7.1f%% %12.2f\n", kVariants[v].name, best[v], block_flops / best[v] * 1e-9,
                 100.0 * block_flops / best[v] * 1e-9 / peak, 1e3 * begin_best[v]);
-  std::printf("block speed-up, after vs before: %.3fx\n", best[0] / best[3]);
-  if (blocks_only) return;
+  std::printf("block speed-up, after vs before: %.3fx; bf16 attention vs f32 attention: %.3fx\n", best[0] / best[kAfter],
+              best[kAfter - 1] / best[kAfter]);
+  if (mode == "blocks") return;
 
   // The ops each change replaces, on the block's real tensors.
   const int64_t heads = c.n_heads, hd = c.head_dim();
@@ -248,6 +252,7 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
     std::printf("%-44s %10s %9s %8s\n", "breakdown (each alone)", "ms", "GFLOP/s", "of peak");
     double total = 0;
     for (const Lin& l : lins) {
+      if (attention_only) break;
       ArenaScope heap(nullptr);  // the weight and the input outlive the scratch resets
       Tensor wt = Tensor::empty({l.out, l.in}, DType::f32);
       fill_normal(wt.data<float>(), wt.numel(), 12, 0.02f);
@@ -265,15 +270,28 @@ void bench_resolution(models::ZImageTransformer& model, int64_t side, double pea
       std::printf("%-44s %10.1f %9.1f %7.1f%%\n", l.name, 1e3 * sec, fl / sec * 1e-9, 100.0 * fl / sec * 1e-9 / peak);
     }
     const Tensor q = qkv.slice(1, 0, heads), k = qkv.slice(1, heads, 2 * heads), v = qkv.slice(1, 2 * heads, 3 * heads);
-    const double att = best_seconds([&] {
-      scratch.reset();
-      (void)ops::attention(q, k, v, {cu, cu, Tensor()}, {.causal = false});
-    });
+    // f32 and bf16 attention interleaved (the machine's load drifts), best of each.
+    double att = 1e30, att_bf16 = 1e30;
+    for (int r = 0; r < 2; ++r) {
+      att = std::min(att, best_seconds([&] {
+                       scratch.reset();
+                       (void)ops::attention(q, k, v, {cu, cu, Tensor()}, {.causal = false});
+                     }));
+      att_bf16 = std::min(att_bf16, best_seconds([&] {
+                            scratch.reset();
+                            (void)ops::attention(q, k, v, {cu, cu, Tensor()},
+                                                 {.causal = false, .precision = ops::AttentionPrecision::bf16});
+                          }));
+    }
     const double att_fl = 4.0 * double(t) * double(t) * double(dm);
     total += att;
-    std::printf("%-44s %10.1f %9.1f %7.1f%%  (%s)\n", "attention (f32)", 1e3 * att, att_fl / att * 1e-9,
-                100.0 * att_fl / att * 1e-9 / peak, ops::attention_path().c_str());
-    std::printf("%-44s %10.1f ms of %.1f ms per block\n", "sum of the above", 1e3 * total, 1e3 * best[3]);
+    std::printf("%-44s %10.1f %9.1f %7.1f%%\n", "attention (f32)", 1e3 * att, att_fl / att * 1e-9,
+                100.0 * att_fl / att * 1e-9 / peak);
+    std::printf("%-44s %10.1f %9.1f %7.1f%%  (%.2fx f32)\n", "attention (bf16)", 1e3 * att_bf16,
+                att_fl / att_bf16 * 1e-9, 100.0 * att_fl / att_bf16 * 1e-9 / peak, att / att_bf16);
+    std::printf("attention path: %s\n", ops::attention_path().c_str());
+    std::printf("%-44s %10.1f ms of %.1f ms per block\n", "sum of the above (f32 attention)", 1e3 * total,
+                1e3 * best[kAfter - 1]);
   }
   std::printf("%-44s %10s %10s %8s %9s\n", "ops per block", "before ms", "after ms", "speed-up", "of block");
   std::printf("%-44s %10.3f %10.3f %7.2fx %8.2f%%\n", "q,k: rms_norm + apply_rope -> rms_norm_rope_", 1e3 * qk_before,
@@ -293,7 +311,7 @@ int main(int argc, char** argv) {
   }
   const std::string which = argc > 1 ? argv[1] : "all";
   const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
-  const bool blocks_only = argc > 3 && std::string(argv[3]) == "blocks";
+  const std::string mode = argc > 3 ? argv[3] : "";
   std::printf("z_image_block_bench: tier %s, %d threads, bf16 linears (%s)\n", std::string(isa_name(active_isa())).c_str(),
               num_threads(), ops::linear_path(ops::Precision::bf16).c_str());
   const double peak = onednn_bf16_peak_gflops(2048);
@@ -305,7 +323,7 @@ int main(int argc, char** argv) {
     std::printf("load failed: %s\n", model.status().to_string().c_str());
     return 1;
   }
-  if (which == "512" || which == "all") bench_resolution(**model, 512, peak, reps, blocks_only);
-  if (which == "1024" || which == "all") bench_resolution(**model, 1024, peak, reps, blocks_only);
+  if (which == "512" || which == "all") bench_resolution(**model, 512, peak, reps, mode);
+  if (which == "1024" || which == "all") bench_resolution(**model, 1024, peak, reps, mode);
   return 0;
 }

@@ -143,9 +143,20 @@ void rms_norm_rope_(Tensor& x, const Tensor& weight, float eps, const Tensor& po
 // Grouped-query heads: num_q_heads is a multiple of num_kv_heads. Head dims that are multiples
 // of 8 up to 128 take the tiled vector path on every tier (32 for MiniLM, 64, 72 for SigLIP,
 // 80, 96, 128); others a scalar one, correct but slow.
+// The arithmetic of ops::attention (not of paged_attention).
+//   f32: everything f32 (the tiled kernel).
+//   bf16: Q, K, V rounded to bf16 (nearest even); scores and softmax in f32; the softmax
+//     numerators P = exp(s - max) rounded to bf16 for P V; f32 accumulate, normalised by the
+//     f32 sum; f32 output. Taken only where it pays: non-causal, on tiers with native bf16
+//     (avx512_bf16, amx: oneDNN bf16 matmuls over query chunks, an exact softmax over the
+//     whole key range of a chunk). Elsewhere (causal, avx2, avx512) the request runs the f32
+//     kernel, bit for bit. attention_path() says which.
+enum class AttentionPrecision : uint8_t { f32, bf16 };
+
 struct AttentionParams {
   float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
   bool causal = true;
+  AttentionPrecision precision = AttentionPrecision::f32;
 };
 
 // q: [Tq, Hq, D]; k, v: [Tk, Hkv, D]; f32, last dim contiguous. cu_seqlens_q/_k delimit the

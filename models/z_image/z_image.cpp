@@ -53,6 +53,9 @@ struct ZImageBlock {
   // adaLN_modulation.0: [4 dim, min(dim, 256)] + bias, rows scale_msa, gate_msa, scale_mlp,
   // gate_mlp. Undefined in the context refiner (no modulation).
   ops::LinearWeight adaLN_modulation;
+  // The attention's arithmetic: bf16 with bf16 and int8 linears (their error already
+  // dwarfs bf16 rounding of Q, K, V and P), f32 with f32 ones (f32 parity stays exact).
+  ops::AttentionPrecision attention_precision = ops::AttentionPrecision::f32;
 };
 
 struct ZImageWeights {
@@ -88,6 +91,7 @@ Result<ZImageBlock> load_block(const WeightSource& src, const ZImageConfig& c, c
                                ops::Precision precision) {
   const int64_t d = c.dim, inter = c.ffn_hidden();
   ZImageBlock L;
+  L.attention_precision = precision == ops::Precision::f32 ? ops::AttentionPrecision::f32 : ops::AttentionPrecision::bf16;
   PRISM_ASSIGN_OR_RETURN(L.attention_norm1, common::load_f32(src, p + "attention_norm1.weight", {d}));
   PRISM_ASSIGN_OR_RETURN(L.attention_norm2, common::load_f32(src, p + "attention_norm2.weight", {d}));
   PRISM_ASSIGN_OR_RETURN(L.ffn_norm1, common::load_f32(src, p + "ffn_norm1.weight", {d}));
@@ -283,7 +287,9 @@ Tensor block_attention(const ZImageBlock& L, const ZImageConfig& c, const ZImage
     ops::apply_rope(q, positions, rope, ops::RopeStyle::interleaved);  // complex pairs (2i, 2i + 1)
     ops::apply_rope(k, positions, rope, ops::RopeStyle::interleaved);
   }
-  const Tensor a = ops::attention(q, k, v, {seg.cu_seqlens, seg.cu_seqlens, Tensor()}, {.causal = false});  // [T, H, D]
+  const ops::AttentionPrecision precision = kernels.bf16_attention ? L.attention_precision : ops::AttentionPrecision::f32;
+  const Tensor a = ops::attention(q, k, v, {seg.cu_seqlens, seg.cu_seqlens, Tensor()},
+                                  {.causal = false, .precision = precision});  // [T, H, D]
   return ops::linear(a.view({t, heads * hd}), L.attention_to_out);  // [T, dim]
 }
 

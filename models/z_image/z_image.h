@@ -55,6 +55,10 @@ struct ZImageKernels {
   // reused; the refiners' streams in a per-thread arena. Off: all rebuilt, and the streams
   // heap-allocated, at every begin().
   bool static_plan = true;
+  // Attention at ops::AttentionPrecision::bf16 when the linears are bf16 or int8 (f32 linears
+  // keep f32 attention either way). Off: f32 attention. Unlike the switches above this one
+  // changes the floats (within the bf16 parity bounds).
+  bool bf16_attention = true;
 };
 
 // One row of diffusers' forward: x[i], t[i], cap_feats[i].

@@ -64,7 +64,12 @@ Tensor run_problem(cpu::AttnProblem& p, const Tensor& q, int64_t hkv, const Atte
   p.scale = resolve_scale(params, D);
   p.causal = params.causal;
   p.seqs = seqs;
-  cpu::run_attention(p);
+  // bf16 where it pays (runtime/ops.h): non-causal, contiguous f32 K/V, native bf16.
+  if (params.precision == AttentionPrecision::bf16 && !p.causal && p.block_size == 0 && p.kv_dtype == DType::f32 &&
+      cpu::attention_bf16_native())
+    cpu::run_attention_bf16(p);
+  else
+    cpu::run_attention(p);
   return out;
 }
 

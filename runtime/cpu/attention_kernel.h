@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "runtime/dtype.h"
 
@@ -53,5 +54,12 @@ void run_attention(const AttnProblem& p);
 // Whether head_dim takes the tiled path on the active tier: multiples of 8 up to 128 on every
 // tier (else the scalar path, which takes any head_dim).
 bool attention_fast_path(int head_dim);
+
+// AttentionPrecision::bf16 (attention_bf16.cpp): whether the tier has native bf16 (else the
+// request runs run_attention), oneDNN's implementation of its matmuls ("none" without), and
+// the run itself: non-causal, contiguous f32 K/V; every row of p.out that belongs to a sequence.
+bool attention_bf16_native();
+std::string attention_bf16_impl();
+void run_attention_bf16(const AttnProblem& p);
 
 }  // namespace prism::cpu
