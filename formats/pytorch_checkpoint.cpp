@@ -10,10 +10,6 @@
 // (inflated) size.
 #include "formats/pytorch_checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -25,6 +21,7 @@
 #include <span>
 #include <unordered_map>
 
+#include "formats/mapped_file.h"
 #include "runtime/arena.h"
 
 namespace prism::formats {
@@ -48,42 +45,7 @@ uint64_t rd64(const uint8_t* p) { return uint64_t(rd32(p)) | uint64_t(rd32(p + 4
 // [offset, offset + length) lies inside a buffer of `size` bytes (no overflow).
 bool in_bounds(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
 
-// A read-only private mapping of a whole file, unmapped when its last user goes.
-// NOTE: a file truncated under a running server raises SIGBUS on access, as in safetensors.cpp.
-struct Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr) munmap(addr, size);
-  }
-};
 
-Result<std::shared_ptr<Mapping>> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string msg = "cannot open " + in_quotes(path) + ": " + std::strerror(err);
-    return err == ENOENT ? not_found(msg) : invalid_argument(msg);
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument(in_quotes(path) + " is not a readable regular file");
-  }
-  auto mapping = std::make_shared<Mapping>();
-  mapping->size = size_t(st.st_size);
-  if (mapping->size > 0) {
-    void* p = mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const std::string msg = "cannot mmap " + in_quotes(path) + ": " + std::strerror(errno);
-      ::close(fd);
-      return resource_exhausted(msg);
-    }
-    mapping->addr = p;
-  }
-  ::close(fd);
-  return mapping;
-}
 
 // Heap memory even inside an ArenaScope: weights outlive any arena reset.
 Tensor heap_empty(const Dims& shape, DType dtype) {
@@ -989,7 +951,7 @@ Result<std::unique_ptr<PytorchCheckpoint::Impl>> with_origin(Result<std::unique_
 }  // namespace
 
 Result<std::shared_ptr<const PytorchCheckpoint>> PytorchCheckpoint::open(const std::string& path) {
-  PRISM_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping, map_file(path));
+  PRISM_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> mapping, map_file(path));
   const Bytes file(static_cast<const uint8_t*>(mapping->addr), mapping->size);
   PRISM_ASSIGN_OR_RETURN(auto impl, with_origin(read_checkpoint(file, std::shared_ptr<void>(mapping)), path));
   return std::shared_ptr<const PytorchCheckpoint>(new PytorchCheckpoint(std::move(impl)));

@@ -5,10 +5,6 @@
 // the caller asks for another dtype or the stored bytes are misaligned for their type.
 #include "formats/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -20,6 +16,7 @@
 #include <optional>
 #include <set>
 
+#include "formats/mapped_file.h"
 #include "formats/pytorch_checkpoint.h"
 #include "runtime/arena.h"
 
@@ -35,16 +32,6 @@ namespace fs = std::filesystem;
 // HF's own reader refuses larger headers; so do we, before reading a byte of JSON.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
-// A read-only private mapping of a whole file; unmapped when the last Tensor viewing it goes.
-// NOTE: a file truncated by someone else after open() raises SIGBUS on access; weights are
-// not expected to change under a running server.
-struct Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr) munmap(addr, size);
-  }
-};
 
 struct Entry {
   DType dtype;
@@ -205,37 +192,6 @@ Status check_no_overlap(const std::map<std::string, Entry>& entries, const std::
   return Status();
 }
 
-Result<std::shared_ptr<Mapping>> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string msg = "cannot open " + in_quotes(path) + ": " + std::strerror(err);
-    return err == ENOENT ? not_found(msg) : invalid_argument(msg);
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const std::string msg = "cannot stat " + in_quotes(path) + ": " + errno_text();
-    ::close(fd);
-    return invalid_argument(msg);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument(in_quotes(path) + " is not a regular file");
-  }
-  auto mapping = std::make_shared<Mapping>();
-  mapping->size = size_t(st.st_size);
-  if (mapping->size > 0) {
-    void* p = mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const std::string msg = "cannot mmap " + in_quotes(path) + ": " + errno_text();
-      ::close(fd);
-      return resource_exhausted(msg);
-    }
-    mapping->addr = p;
-  }
-  ::close(fd);  // the mapping stays valid without the descriptor
-  return mapping;
-}
 
 bool is_float(DType d) {
   return d == DType::f32 || d == DType::bf16 || d == DType::f16 || d == DType::f8_e4m3;
@@ -345,7 +301,7 @@ std::string safetensors_dtype_name(DType dtype) {
 
 struct SafetensorsFile::Impl {
   std::string path;
-  std::shared_ptr<Mapping> mapping;  // shared with every zero-copy Tensor
+  std::shared_ptr<MappedFile> mapping;  // shared with every zero-copy Tensor
   const char* data = nullptr;        // start of the data section, inside the mapping
   std::map<std::string, Entry> entries;
   std::vector<std::string> names;  // by begin offset
