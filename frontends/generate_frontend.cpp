@@ -61,15 +61,16 @@ Status append_eos_ids(const json& j, const fs::path& origin, std::vector<int32_t
 }
 
 // The context length: max_position_embeddings, capped by a sliding window the model declares
-// (full attention beyond it would not be the model's computation; qwen2 configs carry a
-// sliding_window that applies only with use_sliding_window).
+// (full attention beyond it would not be the model's computation; qwen2 and qwen3 configs carry
+// a sliding_window that applies only with use_sliding_window, as configs/llama_config reads it).
 Result<int64_t> model_context(const json& config, const fs::path& origin) {
   PRISM_ASSIGN_OR_RETURN(std::optional<int64_t> positions, optional_positive_int(config, "max_position_embeddings", origin));
   if (!positions) return invalid_argument(origin.string() + ": no \"max_position_embeddings\"");
   int64_t context = *positions;
-  const bool qwen2 = config.value("model_type", "") == "qwen2";
+  const std::string type = config.value("model_type", "");
+  const bool qwen = type == "qwen2" || type == "qwen3";
   const auto use = config.find("use_sliding_window");
-  const bool window_applies = !qwen2 || (use != config.end() && use->is_boolean() && use->get<bool>());
+  const bool window_applies = !qwen || (use != config.end() && use->is_boolean() && use->get<bool>());
   if (window_applies) {
     PRISM_ASSIGN_OR_RETURN(std::optional<int64_t> window, optional_positive_int(config, "sliding_window", origin));
     if (window) context = std::min(context, *window);

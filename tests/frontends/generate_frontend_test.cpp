@@ -126,6 +126,13 @@ TEST(GenerateFrontend, SlidingWindowCapsTheContext) {
   fe = load(m);
   ASSERT_TRUE(fe.has_value()) << fe.status().to_string();
   EXPECT_EQ((*fe)->max_context(), 4096);
+
+  m.name = "qwen3";  // the same rule
+  m.config["model_type"] = "qwen3";
+  m.config["use_sliding_window"] = false;
+  fe = load(m);
+  ASSERT_TRUE(fe.has_value()) << fe.status().to_string();
+  EXPECT_EQ((*fe)->max_context(), 32768);
 }
 
 TEST(GenerateFrontend, MaxModelLenKnobLowersTheContext) {
