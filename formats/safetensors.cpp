@@ -452,18 +452,23 @@ Result<WeightSource> WeightSource::open(const std::string& dir_or_file) {
   std::error_code ec;
   const fs::path p(dir_or_file);
   if (fs::is_directory(p, ec)) {
-    const fs::path single = p / "model.safetensors", index = p / "model.safetensors.index.json";
-    // Transformers prefers the single file when both exist; so do we.
-    if (fs::exists(single, ec)) {
-      PRISM_RETURN_IF_ERROR(open_single(single.string(), src.by_name_));
-      return src;
-    }
-    if (fs::exists(index, ec)) {
-      PRISM_RETURN_IF_ERROR(open_index(index.string(), src.by_name_));
-      return src;
+    // Transformers' names, then diffusers' (a pipeline's component folders); the single file
+    // before its shard index when both exist, as both libraries prefer.
+    for (const char* stem : {"model", "diffusion_pytorch_model"}) {
+      const fs::path single = p / (std::string(stem) + ".safetensors");
+      const fs::path index = p / (std::string(stem) + ".safetensors.index.json");
+      if (fs::exists(single, ec)) {
+        PRISM_RETURN_IF_ERROR(open_single(single.string(), src.by_name_));
+        return src;
+      }
+      if (fs::exists(index, ec)) {
+        PRISM_RETURN_IF_ERROR(open_index(index.string(), src.by_name_));
+        return src;
+      }
     }
     return not_found("no weights in " + in_quotes(dir_or_file) +
-                     ": looked for model.safetensors and model.safetensors.index.json");
+                     ": looked for model.safetensors, model.safetensors.index.json, "
+                     "diffusion_pytorch_model.safetensors and diffusion_pytorch_model.safetensors.index.json");
   }
   if (!fs::exists(p, ec))
     return not_found("no weights at " + in_quotes(dir_or_file) + ": no such file or directory");

@@ -44,7 +44,8 @@ class PytorchCheckpoint;  // formats/pytorch_checkpoint.h
 class WeightSource {
  public:
   // dir holds model.safetensors (preferred when both exist, as in transformers) or
-  // model.safetensors.index.json; or the path of a .safetensors file, an index .json, or a
+  // model.safetensors.index.json, else diffusers' diffusion_pytorch_model.safetensors or its
+  // .index.json; or the path of a .safetensors file, an index .json, or a
   // torch.save archive (.pth, .pt, pytorch_model.bin: told apart by its zip signature, read
   // by formats/pytorch_checkpoint.h's restricted unpickler, names flattened as it says).
   static Result<WeightSource> open(const std::string& dir_or_file);

@@ -161,17 +161,6 @@ Result<Weights> load_weights(const WeightSource& src, const configs::Autoencoder
   return w;
 }
 
-// The weights file of a vae/ folder: diffusers' name first, then its shard index, then
-// Prism's usual model.safetensors lookup (which names the folder when nothing is there).
-Result<WeightSource> open_weights(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  for (const char* name : {"diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.safetensors.index.json"}) {
-    const fs::path path = fs::path(dir) / name;
-    if (fs::exists(path, ec)) return WeightSource::open(path.string());
-  }
-  return WeightSource::open(dir);
-}
 
 // ---- the forward pass -------------------------------------------------------------------------
 
@@ -288,7 +277,7 @@ Result<std::unique_ptr<AutoencoderKLDecoder>> AutoencoderKLDecoder::load(const W
 Result<std::unique_ptr<AutoencoderKLDecoder>> AutoencoderKLDecoder::load(const std::string& dir,
                                                                          const AutoencoderKLLoadOptions& options) {
   PRISM_ASSIGN_OR_RETURN(const configs::AutoencoderKLConfig config, configs::AutoencoderKLConfig::load(dir));
-  Result<WeightSource> src = open_weights(dir);
+  Result<WeightSource> src = WeightSource::open(dir);
   if (!src) return common::in_dir(dir, src.status());
   Result<std::unique_ptr<AutoencoderKLDecoder>> model = load(*src, config, options);
   if (!model) return common::in_dir(dir, model.status());

@@ -801,19 +801,6 @@ Result<std::string> transformer_dir(const std::string& dir) {
   return (fs::path(dir) / "transformer").string();
 }
 
-// diffusers' weight names first, then transformers' (WeightSource's own search).
-Result<WeightSource> open_weights(const std::string& dir) {
-  std::error_code ec;
-  const fs::path single = fs::path(dir) / "diffusion_pytorch_model.safetensors";
-  const fs::path index = fs::path(dir) / "diffusion_pytorch_model.safetensors.index.json";
-  if (fs::exists(single, ec)) return WeightSource::open(single.string());
-  if (fs::exists(index, ec)) return WeightSource::open(index.string());
-  Result<WeightSource> other = WeightSource::open(dir);
-  if (!other)
-    return not_found("no weights in '" + dir + "': looked for diffusion_pytorch_model.safetensors, " +
-                     "diffusion_pytorch_model.safetensors.index.json, model.safetensors and its index");
-  return other;
-}
 
 }  // namespace
 
@@ -821,7 +808,7 @@ Result<std::unique_ptr<ZImageTransformer>> load_z_image_transformer(const std::s
   PRISM_ASSIGN_OR_RETURN(const std::string folder, transformer_dir(dir));
   Result<configs::ZImageConfig> config = configs::ZImageConfig::load(folder);
   if (!config) return common::in_dir(folder, config.status());
-  Result<WeightSource> src = open_weights(folder);
+  Result<WeightSource> src = WeightSource::open(folder);
   if (!src) return src.status();
   ArenaScope no_arena(nullptr);  // weights and RoPE tables outlive every pass's arena
   Result<std::unique_ptr<ZImageWeights>> weights = load_weights(*src, *config, precision);
